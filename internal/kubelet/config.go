@@ -1,0 +1,16 @@
+package kubelet
+
+import (
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+)
+
+// Config is everything the kubelet needs to run: the validated, defaulted
+// KubeletConfiguration plus the flag-only settings upstream keeps outside it.
+type Config struct {
+	Kubelet             *kubeletconfig.KubeletConfiguration
+	NodeName            string // lowercased hostname or --hostname-override
+	NodeIP              string // --node-ip, may be empty
+	RootDir             string // --root-dir
+	Kubeconfig          string // --kubeconfig, may be empty (standalone)
+	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
+}
