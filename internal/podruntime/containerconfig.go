@@ -1,0 +1,129 @@
+package podruntime
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/expansion"
+)
+
+// HashContainer hashes the container fields whose change needs a new
+// container. As upstream, only name and image: the rest of a pod's container
+// spec is immutable in the API, and static pods get a new UID on any change.
+func HashContainer(c *v1.Container) uint64 {
+	b, _ := json.Marshal(struct{ Name, Image string }{c.Name, c.Image})
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// ContainerLogPath is a container's log file relative to the pod log
+// directory: <name>/<restartCount>.log, as upstream.
+func ContainerLogPath(name string, restartCount int) string {
+	return filepath.Join(name, strconv.Itoa(restartCount)+".log")
+}
+
+// containerConfig builds the CRI config of one container attempt.
+func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, *ContainerError) {
+	if len(c.VolumeMounts) > 0 || len(c.VolumeDevices) > 0 {
+		return nil, &ContainerError{ReasonCreateContainerConfig, "volumes are not supported by this version of Skiff"}
+	}
+	envs, err := m.containerEnv(pod, c, podIPs)
+	if err != nil {
+		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
+	}
+	vars := make(map[string]string, len(envs))
+	for _, e := range envs {
+		vars[e.Key] = e.Value
+	}
+	lookup := expansion.MapLookup(vars)
+	expand := func(in []string) []string {
+		if in == nil {
+			return nil
+		}
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = expansion.Expand(s, lookup)
+		}
+		return out
+	}
+	return &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     expand(c.Command),
+		Args:        expand(c.Args),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Labels:      cri.ContainerLabels(pod, c.Name),
+		Annotations: cri.ContainerAnnotations(pod, c, HashContainer(c), restartCount),
+		LogPath:     ContainerLogPath(c.Name, restartCount),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: namespaceOptions(pod),
+			},
+		},
+	}, nil
+}
+
+// containerEnv resolves the container's environment in order, expanding
+// $(VAR) references to variables defined before them.
+func (m *Manager) containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("envFrom is not supported by this version of Skiff")
+	}
+	vars := map[string]string{}
+	var out []*runtimeapi.KeyValue
+	for _, e := range c.Env {
+		val := e.Value
+		if e.ValueFrom != nil {
+			v, err := m.fieldValue(pod, e.ValueFrom, podIPs)
+			if err != nil {
+				return nil, fmt.Errorf("env %q: %w", e.Name, err)
+			}
+			val = v
+		} else {
+			val = expansion.Expand(val, expansion.MapLookup(vars))
+		}
+		vars[e.Name] = val
+		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: val})
+	}
+	return out, nil
+}
+
+// fieldValue resolves the downward-API sources a static pod can use.
+func (m *Manager) fieldValue(pod *v1.Pod, src *v1.EnvVarSource, podIPs []string) (string, error) {
+	if src.FieldRef == nil {
+		return "", fmt.Errorf("only fieldRef is supported by this version of Skiff")
+	}
+	firstIP := ""
+	if len(podIPs) > 0 {
+		firstIP = podIPs[0]
+	}
+	switch src.FieldRef.FieldPath {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return m.cfg.NodeIP, nil
+	case "status.podIP":
+		return firstIP, nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", src.FieldRef.FieldPath)
+}

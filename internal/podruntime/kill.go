@@ -1,0 +1,144 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+)
+
+// minGracePeriod is upstream's floor for stopping a container, in seconds.
+const minGracePeriod = 2
+
+// GracePeriod is how long a pod's containers get between SIGTERM and
+// SIGKILL: the override if given, else the deletion grace period, else the
+// spec's terminationGracePeriodSeconds; never below minGracePeriod.
+func GracePeriod(pod *v1.Pod, override *int64) int64 {
+	g := int64(30)
+	switch {
+	case override != nil:
+		g = *override
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		g = *pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return max(g, minGracePeriod)
+}
+
+// KillPod stops every running container of the pod (app and init containers
+// together, then sidecars in reverse order) and then its sandboxes. pod may
+// be nil for pods Skiff no longer knows the spec of.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
+	sidecars := map[string]int{}
+	if pod != nil {
+		for i := range pod.Spec.InitContainers {
+			if isSidecar(&pod.Spec.InitContainers[i]) {
+				sidecars[pod.Spec.InitContainers[i].Name] = i
+			}
+		}
+	}
+	var first, last []*container.ContainerStatus
+	for _, cs := range st.Containers {
+		if cs.State != container.StateRunning && cs.State != container.StateUnknown {
+			continue
+		}
+		if _, ok := sidecars[cs.Name]; ok {
+			last = append(last, cs)
+		} else {
+			first = append(first, cs)
+		}
+	}
+	errs := m.killAll(ctx, pod, first, grace)
+	// Sidecars stop after the app containers, the last-declared first.
+	for i := len(last) - 1; i >= 0; i-- {
+		errs = append(errs, m.killAll(ctx, pod, last[i:i+1], grace)...)
+	}
+	for _, sb := range st.Sandboxes {
+		if err := m.cfg.CRI.Runtime.StopPodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) killAll(ctx context.Context, pod *v1.Pod, cs []*container.ContainerStatus, grace *int64) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.killContainer(ctx, pod, c, grace, "")
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// killContainer stops one container: SIGTERM, then SIGKILL after the grace
+// period. A container already gone counts as stopped.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.ContainerStatus, grace *int64, why string) error {
+	g := GracePeriod(pod, grace)
+	if pod == nil && grace == nil && cs.GracePeriod != nil {
+		g = max(*cs.GracePeriod, minGracePeriod)
+	}
+	if why == "" {
+		why = "Stopping container " + cs.Name
+	}
+	if pod != nil {
+		m.event(pod, v1.EventTypeNormal, "Killing", "%s", why)
+	}
+	klog.V(2).InfoS("Killing container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID, "gracePeriod", g)
+	if err := m.cfg.CRI.Runtime.StopContainer(ctx, cs.ID, g); err != nil && !isNotFound(err) {
+		return fmt.Errorf("stop container %s (%s): %w", cs.Name, cs.ID, err)
+	}
+	return nil
+}
+
+// RemovePod removes the pod's containers, sandboxes and log directory. The
+// pod must have been killed first.
+func (m *Manager) RemovePod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) error {
+	var errs []error
+	for _, cs := range st.Containers {
+		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", cs.ID, err))
+		}
+	}
+	for _, sb := range st.Sandboxes {
+		if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
+		}
+	}
+	if pod != nil && len(errs) == 0 {
+		if err := os.RemoveAll(PodLogsDir(m.cfg.PodLogsDir, pod)); err != nil {
+			errs = append(errs, fmt.Errorf("remove pod logs: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneDeadContainers keeps, per container name, the newest instance and at
+// most one dead instance besides (for lastState, restart counts and
+// --previous logs), as upstream's container GC does; it removes the rest.
+func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *container.PodStatus) {
+	dead := map[string]int{}
+	for _, cs := range st.Containers {
+		if cs.State == container.StateRunning || cs.State == container.StateUnknown {
+			continue
+		}
+		dead[cs.Name]++
+		if dead[cs.Name] <= 1 {
+			continue
+		}
+		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+			klog.ErrorS(err, "Failed to remove dead container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+// Package podruntime turns a pod spec into sandboxes and containers through
+// CRI: it reads a pod's runtime status, decides what to start, restart or
+// kill, and does it. It holds no per-pod state of its own beyond back-off
+// timers; everything else is re-read from the runtime, so a restarted Skiff
+// picks up where it left off.
+package podruntime
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/skiff-sh/skiff/internal/cri"
+)
+
+// Recorder emits Kubernetes Events; client-go's record.EventRecorder fits.
+type Recorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// Config configures a Manager.
+type Config struct {
+	CRI            *cri.Client
+	Recorder       Recorder
+	PauseImage     string // sandbox image, pulled if missing
+	PodLogsDir     string // /var/log/pods
+	RuntimeHandler string // CRI runtime handler; "" for the default
+	NodeName       string
+	NodeIP         string
+}
+
+// Manager syncs pods against the runtime.
+type Manager struct {
+	cfg          Config
+	crashBackOff *flowcontrol.Backoff // container restarts
+	pullBackOff  *flowcontrol.Backoff // image pulls
+}
+
+// Upstream back-off: 10 s doubling to 300 s, reset after a container has
+// run for twice the maximum.
+const (
+	backOffInitial = 10 * time.Second
+	backOffMax     = 300 * time.Second
+)
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	return &Manager{
+		cfg:          cfg,
+		crashBackOff: flowcontrol.NewBackOff(backOffInitial, backOffMax),
+		pullBackOff:  flowcontrol.NewBackOff(backOffInitial, backOffMax),
+	}
+}
+
+// GC drops back-off entries that have long expired.
+func (m *Manager) GC() {
+	m.crashBackOff.GC()
+	m.pullBackOff.GC()
+}

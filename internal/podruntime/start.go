@@ -1,0 +1,76 @@
+package podruntime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+)
+
+// startContainer starts a new attempt of c, whose previous attempt (if any)
+// is prev, unless its crash back-off forbids it yet. It records why the
+// container waits in s.res and returns whether it started.
+func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Container, prev *container.ContainerStatus) bool {
+	pod := s.pod
+	restartCount := 0
+	if prev != nil {
+		restartCount = prev.RestartCount + 1
+		if prev.State != container.StateRunning {
+			key := backOffKey(pod, c)
+			ended := prev.FinishedAt
+			if ended.IsZero() {
+				ended = prev.CreatedAt
+			}
+			if m.crashBackOff.IsInBackOffSince(key, ended) {
+				delay := m.crashBackOff.Get(key)
+				msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID)
+				m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
+				s.res.wait(c.Name, &ContainerError{ReasonCrashLoopBackOff, msg}, delay-time.Since(ended))
+				return false
+			}
+			m.crashBackOff.Next(key, ended)
+		}
+	}
+	imageRef, cerr := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy, s.sandboxCfg)
+	if cerr != nil {
+		s.res.wait(c.Name, cerr, m.pullBackOff.Get(string(pod.UID)+"/"+c.Image))
+		return false
+	}
+	cfg, cerr := m.containerConfig(pod, c, restartCount, imageRef, s.ips)
+	if cerr != nil {
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", cerr.Message)
+		s.res.wait(c.Name, cerr, backOffInitial)
+		return false
+	}
+	logDir := filepath.Join(s.sandboxCfg.LogDirectory, c.Name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, fmt.Sprintf("create log directory: %v", err)}, backOffInitial)
+		return false
+	}
+	id, err := m.cfg.CRI.Runtime.CreateContainer(ctx, s.sandboxID, cfg, s.sandboxCfg)
+	if err != nil {
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, err.Error()}, backOffInitial)
+		return false
+	}
+	m.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	if err := m.cfg.CRI.Runtime.StartContainer(ctx, id); err != nil {
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.res.wait(c.Name, &ContainerError{ReasonRunContainer, err.Error()}, backOffInitial)
+		return false
+	}
+	m.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	klog.V(2).InfoS("Started container", "pod", klog.KObj(pod), "container", c.Name, "id", id, "restartCount", restartCount)
+	return true
+}
+
+// backOffKey identifies a container's crash back-off, as upstream does.
+func backOffKey(pod *v1.Pod, c *v1.Container) string {
+	return fmt.Sprintf("%s_%s_%s_%s_%x", pod.Name, pod.Namespace, pod.UID, c.Name, HashContainer(c))
+}

@@ -1,0 +1,176 @@
+package podruntime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+)
+
+// SyncResult is what one sync of a pod achieved.
+type SyncResult struct {
+	// Waiting says, per container name, why it is not running.
+	Waiting map[string]*ContainerError
+	// RequeueAfter, when positive, is when a back-off ends and the pod wants
+	// another sync.
+	RequeueAfter time.Duration
+	// Err is a failure of the sync as a whole, e.g. no sandbox.
+	Err error
+}
+
+func (r *SyncResult) wait(name string, cerr *ContainerError, after time.Duration) {
+	r.Waiting[name] = cerr
+	if after > 0 && (r.RequeueAfter == 0 || after < r.RequeueAfter) {
+		r.RequeueAfter = after
+	}
+}
+
+// podSync carries what one SyncPod call works with.
+type podSync struct {
+	pod        *v1.Pod
+	status     *container.PodStatus
+	sandboxID  string
+	sandboxCfg *runtimeapi.PodSandboxConfig
+	since      time.Time // creation of the current sandbox
+	ips        []string
+	res        SyncResult
+}
+
+// SyncPod drives the runtime towards the pod spec: a ready sandbox, init
+// containers run to completion in order, app containers running or
+// restarted as the restart policy says, with back-off.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) SyncResult {
+	s := &podSync{pod: pod, status: st, res: SyncResult{Waiting: map[string]*ContainerError{}}}
+	if !m.ensureSandbox(ctx, s) {
+		return s.res
+	}
+	if m.syncInitContainers(ctx, s) {
+		for i := range pod.Spec.Containers {
+			m.syncAppContainer(ctx, s, &pod.Spec.Containers[i])
+		}
+	}
+	m.pruneDeadContainers(ctx, pod, st)
+	return s.res
+}
+
+// ensureSandbox finds the ready sandbox or makes a new one, killing what ran
+// in a dead one. It returns false when containers cannot be started now.
+func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
+	st := s.status
+	if st.SandboxReady() {
+		sb := st.Sandboxes[0]
+		s.sandboxID, s.ips = sb.Id, st.IPs
+		s.since = time.Unix(0, sb.CreatedAt)
+		s.sandboxCfg = m.sandboxConfig(s.pod, sb.GetMetadata().GetAttempt())
+		return true
+	}
+	var attempt uint32
+	if len(st.Sandboxes) > 0 {
+		if s.pod.Spec.RestartPolicy == v1.RestartPolicyNever && len(st.Containers) > 0 {
+			return false // it ran once and may not run again
+		}
+		attempt = st.Sandboxes[0].GetMetadata().GetAttempt() + 1
+		klog.InfoS("Pod sandbox is not ready, creating a new one", "pod", klog.KObj(s.pod), "sandbox", st.Sandboxes[0].Id)
+		if err := m.KillPod(ctx, s.pod, st, nil); err != nil {
+			s.res.Err = fmt.Errorf("kill pod before new sandbox: %w", err)
+			return false
+		}
+	}
+	id, ips, err := m.createSandbox(ctx, s.pod, attempt)
+	if err != nil {
+		m.event(s.pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		s.res.Err = fmt.Errorf("create sandbox of pod %s/%s: %w", s.pod.Namespace, s.pod.Name, err)
+		if id != "" { // made but unusable: remove it so the next sync starts clean
+			_ = m.cfg.CRI.Runtime.StopPodSandbox(ctx, id)
+			_ = m.cfg.CRI.Runtime.RemovePodSandbox(ctx, id)
+		}
+		return false
+	}
+	s.sandboxID, s.ips, s.since = id, ips, time.Now().Add(-time.Second)
+	s.sandboxCfg = m.sandboxConfig(s.pod, attempt)
+	// What ran in the old sandbox is history: init containers run again.
+	s.status = &container.PodStatus{ID: st.ID, Name: st.Name, Namespace: st.Namespace, Containers: st.Containers}
+	return true
+}
+
+// syncInitContainers runs init containers one at a time and starts sidecars
+// in order. It returns true once all are done (sidecars: started).
+func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
+	for i := range s.pod.Spec.InitContainers {
+		c := &s.pod.Spec.InitContainers[i]
+		cs := s.current(c.Name)
+		if isSidecar(c) {
+			if cs == nil || cs.State != container.StateRunning {
+				if !m.startContainer(ctx, s, c, s.status.FindContainer(c.Name)) {
+					return false
+				}
+			}
+			continue
+		}
+		switch {
+		case cs == nil:
+			m.startContainer(ctx, s, c, s.status.FindContainer(c.Name))
+			return false
+		case cs.State == container.StateRunning:
+			return false
+		case cs.State == container.StateExited && cs.ExitCode == 0:
+			continue
+		case s.pod.Spec.RestartPolicy == v1.RestartPolicyNever && cs.State == container.StateExited:
+			return false // the pod has failed
+		default:
+			m.startContainer(ctx, s, c, cs)
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Container) {
+	cs := s.status.FindContainer(c.Name)
+	switch {
+	case cs == nil:
+		m.startContainer(ctx, s, c, nil)
+	case cs.State == container.StateRunning:
+		if cs.Hash == HashContainer(c) {
+			return
+		}
+		msg := fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)
+		if err := m.killContainer(ctx, s.pod, cs, nil, msg); err != nil {
+			s.res.Err = err
+			return
+		}
+		m.startContainer(ctx, s, c, cs)
+	case cs.State == container.StateExited && !shouldRestart(s.pod.Spec.RestartPolicy, cs.ExitCode):
+		return
+	default:
+		m.startContainer(ctx, s, c, cs)
+	}
+}
+
+// current returns the newest instance of a container in the current sandbox.
+func (s *podSync) current(name string) *container.ContainerStatus {
+	cs := s.status.FindContainer(name)
+	if cs == nil || cs.CreatedAt.Before(s.since) {
+		return nil
+	}
+	return cs
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}
