@@ -1,0 +1,209 @@
+// Package pleg is the pod lifecycle event generator: it relists the runtime
+// every period, compares what runs with the last relist, sends an event per
+// change to the affected pod's worker and refreshes the status cache of the
+// pods that changed. Relisting (two CRI list calls) is cheap; full status
+// reads happen only for pods with changes.
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+)
+
+// EventType is the kind of change seen for one container or sandbox.
+type EventType string
+
+const (
+	ContainerStarted EventType = "ContainerStarted"
+	ContainerDied    EventType = "ContainerDied"
+	ContainerRemoved EventType = "ContainerRemoved"
+	ContainerChanged EventType = "ContainerChanged"
+)
+
+// Event is one change to a pod, Data being the container or sandbox ID.
+type Event struct {
+	ID   types.UID
+	Type EventType
+	Data string
+}
+
+// Runtime is what PLEG needs of the runtime.
+type Runtime interface {
+	ListPods(ctx context.Context) ([]*container.Pod, error)
+	GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.PodStatus, error)
+}
+
+// relistThreshold is how stale the last relist may be before PLEG is
+// unhealthy, as upstream.
+const relistThreshold = 3 * time.Minute
+
+// PLEG relists a runtime and produces events.
+type PLEG struct {
+	rt     Runtime
+	cache  *container.Cache
+	period time.Duration
+	events chan *Event
+
+	mu        sync.Mutex
+	pods      map[types.UID]*container.Pod // as of the last relist
+	reinspect map[types.UID]bool           // status reads that failed last time
+	lastOK    time.Time
+}
+
+// New returns a PLEG relisting every period.
+func New(rt Runtime, cache *container.Cache, period time.Duration) *PLEG {
+	return &PLEG{
+		rt: rt, cache: cache, period: period,
+		events:    make(chan *Event, 1000),
+		pods:      map[types.UID]*container.Pod{},
+		reinspect: map[types.UID]bool{},
+	}
+}
+
+// Events is the channel events arrive on.
+func (p *PLEG) Events() <-chan *Event { return p.events }
+
+// Run relists every period until ctx ends.
+func (p *PLEG) Run(ctx context.Context) {
+	t := time.NewTicker(p.period)
+	defer t.Stop()
+	for {
+		p.Relist(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Healthy reports an error when relisting has not succeeded recently.
+func (p *PLEG) Healthy() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if since := time.Since(p.lastOK); p.lastOK.IsZero() || since > relistThreshold {
+		return fmt.Errorf("pleg was last seen active %v ago; threshold is %v", since.Round(time.Second), relistThreshold)
+	}
+	return nil
+}
+
+// Pods returns the pods of the last relist.
+func (p *PLEG) Pods() []cri.PodRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]cri.PodRef, 0, len(p.pods))
+	for _, pod := range p.pods {
+		out = append(out, cri.PodRef{UID: pod.ID, Name: pod.Name, Namespace: pod.Namespace})
+	}
+	return out
+}
+
+// Relist lists the runtime once, updates the cache and sends events.
+func (p *PLEG) Relist(ctx context.Context) {
+	ts := time.Now()
+	pods, err := p.rt.ListPods(ctx)
+	if err != nil {
+		klog.ErrorS(err, "PLEG: relist failed")
+		return
+	}
+	current := make(map[types.UID]*container.Pod, len(pods))
+	for _, pod := range pods {
+		current[pod.ID] = pod
+	}
+	p.mu.Lock()
+	old := p.pods
+	p.mu.Unlock()
+
+	var events []*Event
+	changed := map[types.UID]*container.Pod{}
+	for uid, pod := range current {
+		if ev := diffPod(old[uid], pod); len(ev) > 0 || p.reinspect[uid] {
+			events = append(events, ev...)
+			changed[uid] = pod
+		}
+	}
+	for uid, pod := range old {
+		if _, ok := current[uid]; !ok {
+			events = append(events, diffPod(pod, nil)...)
+			changed[uid] = pod
+		}
+	}
+	reinspect := map[types.UID]bool{}
+	for uid, pod := range changed {
+		ref := cri.PodRef{UID: uid, Name: pod.Name, Namespace: pod.Namespace}
+		st, err := p.rt.GetPodStatus(ctx, ref)
+		if err != nil {
+			klog.ErrorS(err, "PLEG: reading pod status failed", "podUID", uid)
+			reinspect[uid] = true
+		}
+		p.cache.Set(uid, st, err, ts)
+	}
+	p.cache.UpdateTime(ts)
+
+	p.mu.Lock()
+	p.pods, p.reinspect, p.lastOK = current, reinspect, ts
+	p.mu.Unlock()
+	for _, e := range events {
+		select {
+		case p.events <- e:
+		default:
+			klog.ErrorS(nil, "PLEG: event channel is full, dropping event", "event", e.Type, "podUID", e.ID)
+		}
+	}
+}
+
+// diffPod returns the events that turn pod a into pod b (either may be nil).
+func diffPod(a, b *container.Pod) []*Event {
+	before, after := states(a), states(b)
+	var uid types.UID
+	if a != nil {
+		uid = a.ID
+	} else {
+		uid = b.ID
+	}
+	var out []*Event
+	emit := func(t EventType, id string) { out = append(out, &Event{ID: uid, Type: t, Data: id}) }
+	for id, now := range after {
+		if was, ok := before[id]; !ok || was != now {
+			switch now {
+			case container.StateRunning:
+				emit(ContainerStarted, id)
+			case container.StateExited:
+				emit(ContainerDied, id)
+			case container.StateUnknown:
+				emit(ContainerChanged, id)
+			}
+		}
+	}
+	for id, was := range before {
+		if _, ok := after[id]; !ok {
+			if was != container.StateExited {
+				emit(ContainerDied, id)
+			}
+			emit(ContainerRemoved, id)
+		}
+	}
+	return out
+}
+
+func states(p *container.Pod) map[string]container.State {
+	m := map[string]container.State{}
+	if p == nil {
+		return m
+	}
+	for _, s := range p.Sandboxes {
+		m[s.ID] = s.State
+	}
+	for _, c := range p.Containers {
+		m[c.ID] = c.State
+	}
+	return m
+}

@@ -1,0 +1,110 @@
+package podworker
+
+import (
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// run is a pod's goroutine: wait for a reason to sync, sync, repeat.
+func (w *Workers) run(wk *worker) {
+	defer w.wg.Done()
+	defer close(wk.done)
+	ctx := w.ctx
+	if wk.previous != nil {
+		select {
+		case <-wk.previous.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	var lastSync time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wk.wake:
+		case <-timer.C:
+		}
+		w.mu.Lock()
+		pod, phase, grace := wk.pod, wk.phase, wk.grace
+		w.mu.Unlock()
+
+		start := time.Now()
+		st, err := w.cfg.Cache.GetNewerThan(ctx, wk.ref.UID, lastSync)
+		if ctx.Err() != nil {
+			return
+		}
+		logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(wk.ref.Namespace, wk.ref.Name), "podUID", wk.ref.UID)
+		next := w.cfg.Resync
+		switch {
+		case err != nil:
+			logger.Error(err, "Pod status is not available, will retry")
+			next = w.cfg.ErrorBackOff
+		case phase == Syncing:
+			terminal, requeue, err := w.cfg.Handler.SyncPod(ctx, pod, st)
+			switch {
+			case terminal:
+				w.setPhase(wk, Syncing, Terminating)
+				next = 0
+			case err != nil:
+				logger.Error(err, "Sync of pod failed, will retry")
+				next = w.cfg.ErrorBackOff
+			}
+			if requeue > 0 && requeue < next {
+				next = requeue
+			}
+		case phase == Terminating:
+			if err := w.cfg.Handler.SyncTerminatingPod(ctx, pod, st, grace); err != nil {
+				logger.Error(err, "Stopping pod failed, will retry")
+				next = w.cfg.ErrorBackOff
+			} else {
+				w.setPhase(wk, Terminating, Terminated)
+				next = 0
+			}
+		case phase == Terminated:
+			if w.isRemoved(wk) {
+				if err := w.cfg.Handler.SyncTerminatedPod(ctx, pod, st); err != nil {
+					logger.Error(err, "Cleaning up pod failed, will retry")
+					next = w.cfg.ErrorBackOff
+				} else if w.forget(wk) {
+					logger.V(2).Info("Pod cleaned up")
+					return
+				}
+			} else {
+				next = -1 // idle until removed
+			}
+		}
+		lastSync = start
+		if next >= 0 {
+			timer.Reset(next)
+		}
+	}
+}
+
+func (w *Workers) setPhase(wk *worker, from, to Phase) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wk.phase == from {
+		wk.phase = to
+	}
+}
+
+func (w *Workers) isRemoved(wk *worker) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return wk.removed
+}
+
+// forget drops a removed pod's worker, unless it was wanted again meanwhile.
+func (w *Workers) forget(wk *worker) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !wk.removed {
+		return false
+	}
+	delete(w.workers, wk.ref.UID)
+	return true
+}

@@ -1,0 +1,170 @@
+// Package podworker runs one goroutine per pod, the only place that decides
+// what to do with a pod. Each pod moves through three phases:
+//
+//	syncing ──(terminal, or removed from config)──► terminating ──► terminated
+//
+// syncing keeps the pod's containers as its spec says; terminating stops them
+// within the grace period; terminated is final. A terminated pod that is
+// still in the config keeps its stopped containers (status, logs); once it
+// is removed from the config its containers and sandboxes are removed and
+// the worker ends. A pod whose full name (namespace/name) belongs to a pod
+// still shutting down waits for it, so a replaced static pod never runs
+// twice at once.
+//
+// Every sync first waits for a runtime status newer than the previous sync,
+// so a worker never acts on state older than its own last actions, and the
+// first sync of a pod after Skiff's restart sees what already runs.
+package podworker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+)
+
+// Handler does the work of each phase. pod is nil for orphans: pods found
+// in the runtime that no source knows.
+type Handler interface {
+	// SyncPod drives the pod towards its spec. terminal means the pod is
+	// done (Succeeded or Failed) and must be stopped.
+	SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (terminal bool, requeueAfter time.Duration, err error)
+	// SyncTerminatingPod stops every container and sandbox of the pod.
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error
+	// SyncTerminatedPod cleans up after a pod that no source wants any more.
+	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) error
+}
+
+// Phase is where a pod is in its lifecycle.
+type Phase int
+
+const (
+	Syncing Phase = iota
+	Terminating
+	Terminated
+)
+
+// Config configures Workers.
+type Config struct {
+	Handler Handler
+	Cache   *container.Cache
+	// Resync is how often a pod is synced with nothing happening to it
+	// (upstream syncFrequency); ErrorBackOff how soon a failed sync is retried.
+	Resync       time.Duration
+	ErrorBackOff time.Duration
+}
+
+// Workers owns the per-pod goroutines.
+type Workers struct {
+	cfg Config
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	workers map[types.UID]*worker
+}
+
+type worker struct {
+	ref      cri.PodRef
+	pod      *v1.Pod // latest spec; nil for orphans
+	phase    Phase
+	removed  bool   // no source wants it: clean up and forget once terminated
+	grace    *int64 // grace period override for terminating
+	wake     chan struct{}
+	done     chan struct{} // closed when the goroutine ends
+	previous *worker       // a pod of the same full name still shutting down
+}
+
+// New returns Workers; their goroutines live until ctx ends.
+func New(ctx context.Context, cfg Config) *Workers {
+	if cfg.ErrorBackOff <= 0 {
+		cfg.ErrorBackOff = 10 * time.Second
+	}
+	return &Workers{cfg: cfg, ctx: ctx, workers: map[types.UID]*worker{}}
+}
+
+// Wait blocks until every worker goroutine has ended (after ctx ends).
+func (w *Workers) Wait() { w.wg.Wait() }
+
+// Update sets the desired spec of a pod, starting its worker if new.
+func (w *Workers) Update(pod *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wk, ok := w.workers[pod.UID]; ok {
+		wk.pod = pod
+		wk.removed = false
+		wk.poke()
+		return
+	}
+	wk := w.startLocked(cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, pod)
+	for _, other := range w.workers {
+		if other != wk && other.ref.Name == pod.Name && other.ref.Namespace == pod.Namespace {
+			wk.previous = other
+		}
+	}
+}
+
+// Remove terminates a pod no source wants any more and forgets it once its
+// containers are gone. Unknown pods (orphans) get a worker to do that.
+func (w *Workers) Remove(ref cri.PodRef, grace *int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wk, ok := w.workers[ref.UID]
+	if !ok {
+		wk = w.startLocked(ref, nil)
+	}
+	wk.removed = true
+	if wk.phase == Syncing {
+		wk.phase = Terminating
+		wk.grace = grace
+	}
+	wk.poke()
+}
+
+// Notify asks for a sync of the pod because something changed in the runtime.
+func (w *Workers) Notify(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wk, ok := w.workers[uid]; ok {
+		wk.poke()
+	}
+}
+
+// Has reports whether the pod has a worker.
+func (w *Workers) Has(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.workers[uid]
+	return ok
+}
+
+// Phase returns the pod's phase; ok is false when it has no worker.
+func (w *Workers) Phase(uid types.UID) (Phase, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wk, ok := w.workers[uid]
+	if !ok {
+		return 0, false
+	}
+	return wk.phase, true
+}
+
+func (w *Workers) startLocked(ref cri.PodRef, pod *v1.Pod) *worker {
+	wk := &worker{ref: ref, pod: pod, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.workers[ref.UID] = wk
+	w.wg.Add(1)
+	go w.run(wk)
+	return wk
+}
+
+func (wk *worker) poke() {
+	select {
+	case wk.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,80 @@
+// Package status computes a pod's API status from its spec, what the runtime
+// reports, and why containers wait, the way the upstream kubelet does.
+package status
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+)
+
+// containerStatus is one spec container's status. defaultWaiting is the
+// reason shown when it has never been created and nothing else is known.
+func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting string) v1.ContainerStatus {
+	s := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	instances := in.Runtime.Instances(c.Name)
+	if len(instances) == 0 {
+		s.State.Waiting = waiting(in.Waiting[c.Name], defaultWaiting)
+		return s
+	}
+	cur := instances[0]
+	s.ContainerID = in.RuntimeName + "://" + cur.ID
+	s.ImageID = cur.ImageRef
+	s.RestartCount = int32(cur.RestartCount)
+	if cur.Image != "" {
+		s.Image = cur.Image
+	}
+	switch cur.State {
+	case container.StateRunning:
+		s.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
+		s.Started = ptr(true)
+		s.Ready = true // no readiness probe support yet: running is ready
+		if len(instances) > 1 && instances[1].State == container.StateExited {
+			s.LastTerminationState.Terminated = terminated(in.RuntimeName, instances[1])
+		}
+	case container.StateExited:
+		s.Started = ptr(false)
+		t := terminated(in.RuntimeName, cur)
+		if w := in.Waiting[c.Name]; w != nil {
+			s.State.Waiting = waiting(w, "")
+			s.LastTerminationState.Terminated = t
+		} else {
+			s.State.Terminated = t
+		}
+		// A finished init container is ready: its work is done.
+		s.Ready = isInit && cur.ExitCode == 0
+	default:
+		s.Started = ptr(false)
+		s.State.Waiting = waiting(in.Waiting[c.Name], podruntime.ReasonContainerCreating)
+	}
+	return s
+}
+
+func terminated(runtimeName string, cs *container.ContainerStatus) *v1.ContainerStateTerminated {
+	reason := cs.Reason
+	if reason == "" {
+		reason = "Error"
+		if cs.ExitCode == 0 {
+			reason = "Completed"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode:    cs.ExitCode,
+		Reason:      reason,
+		Message:     cs.Message,
+		StartedAt:   metav1.NewTime(cs.StartedAt),
+		FinishedAt:  metav1.NewTime(cs.FinishedAt),
+		ContainerID: runtimeName + "://" + cs.ID,
+	}
+}
+
+func waiting(e *podruntime.ContainerError, fallback string) *v1.ContainerStateWaiting {
+	if e == nil {
+		return &v1.ContainerStateWaiting{Reason: fallback}
+	}
+	return &v1.ContainerStateWaiting{Reason: e.Reason, Message: e.Message}
+}
+
+func ptr[T any](v T) *T { return &v }

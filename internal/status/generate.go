@@ -1,0 +1,158 @@
+package status
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/qos"
+)
+
+// Input is everything a pod's status is computed from.
+type Input struct {
+	Pod         *v1.Pod
+	Runtime     *container.PodStatus
+	Waiting     map[string]*podruntime.ContainerError
+	Old         v1.PodStatus // the last status computed or reported
+	RuntimeName string       // prefixes container IDs: "containerd"
+	HostIPs     []string
+	Now         time.Time
+}
+
+// Generate computes the pod's status.
+func Generate(in Input) v1.PodStatus {
+	pod := in.Pod
+	s := v1.PodStatus{
+		HostIP:             first(in.HostIPs),
+		QOSClass:           qos.Class(pod),
+		StartTime:          in.Old.StartTime,
+		ObservedGeneration: pod.Generation,
+	}
+	for _, ip := range in.HostIPs {
+		s.HostIPs = append(s.HostIPs, v1.HostIP{IP: ip})
+	}
+	if s.StartTime == nil {
+		s.StartTime = &metav1.Time{Time: in.Now}
+	}
+	ips := in.Runtime.IPs
+	if pod.Spec.HostNetwork {
+		ips = in.HostIPs
+	}
+	if len(ips) == 0 { // a stopped pod keeps the IP it had, as upstream
+		for _, ip := range in.Old.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+	}
+	s.PodIP = first(ips)
+	for _, ip := range ips {
+		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
+	}
+
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := in.containerStatus(c, true, podruntime.ReasonPodInitializing)
+		if c.RestartPolicy == nil && (cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0) {
+			initDone = false
+		}
+		s.InitContainerStatuses = append(s.InitContainerStatuses, cs)
+	}
+	appWaiting := podruntime.ReasonContainerCreating
+	if !initDone {
+		appWaiting = podruntime.ReasonPodInitializing
+	}
+	for i := range pod.Spec.Containers {
+		s.ContainerStatuses = append(s.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], false, appWaiting))
+	}
+	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
+	if IsTerminal(in.Old.Phase) && !IsTerminal(s.Phase) {
+		s.Phase = in.Old.Phase // a terminal phase never regresses
+	}
+	s.Conditions = in.conditions(s)
+	return s
+}
+
+func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
+	pod := in.Pod
+	terminal := IsTerminal(s.Phase)
+	var conds []v1.PodCondition
+	add := func(t v1.PodConditionType, ok bool, reason, msg string) {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, ObservedGeneration: pod.Generation}
+		if ok {
+			c.Status = v1.ConditionTrue
+		} else {
+			c.Reason, c.Message = reason, msg
+		}
+		c.LastTransitionTime = metav1.NewTime(in.Now)
+		for _, old := range in.Old.Conditions {
+			if old.Type == t && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+		conds = append(conds, c)
+	}
+	add(v1.PodReadyToStartContainers, in.Runtime.SandboxReady() && (len(in.Runtime.IPs) > 0 || pod.Spec.HostNetwork), "", "")
+
+	var notInit []string
+	for i, c := range pod.Spec.InitContainers {
+		cs := s.InitContainerStatuses[i]
+		done := cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		if isSidecar(&c) {
+			done = cs.Started != nil && *cs.Started
+		}
+		if !done {
+			notInit = append(notInit, c.Name)
+		}
+	}
+	add(v1.PodInitialized, len(notInit) == 0, "ContainersNotInitialized", incomplete("incomplete", notInit))
+
+	var notReady []string
+	for i, c := range pod.Spec.InitContainers {
+		if isSidecar(&c) && !s.InitContainerStatuses[i].Ready {
+			notReady = append(notReady, c.Name)
+		}
+	}
+	for _, cs := range s.ContainerStatuses {
+		if !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	reason, msg := "ContainersNotReady", incomplete("unready", notReady)
+	if terminal {
+		reason, msg = "PodCompleted", ""
+	}
+	ready := len(notReady) == 0 && !terminal
+	add(v1.ContainersReady, ready, reason, msg)
+	add(v1.PodReady, ready, reason, msg)
+	add(v1.PodScheduled, true, "", "")
+	sort.SliceStable(conds, func(i, j int) bool { return conditionOrder(conds[i].Type) < conditionOrder(conds[j].Type) })
+	return conds
+}
+
+// conditionOrder is the order upstream reports conditions in.
+func conditionOrder(t v1.PodConditionType) int {
+	return map[v1.PodConditionType]int{
+		v1.PodReadyToStartContainers: 0, v1.PodInitialized: 1, v1.PodReady: 2,
+		v1.ContainersReady: 3, v1.PodScheduled: 4,
+	}[t]
+}
+
+func incomplete(what string, names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("containers with %s status: [%s]", what, strings.Join(names, " "))
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}

@@ -1,0 +1,83 @@
+package status
+
+import v1 "k8s.io/api/core/v1"
+
+// Phase computes the pod phase from container statuses, as upstream's
+// getPhase: Pending until initialized and every container has run,
+// Running while any runs (or will be restarted), Succeeded or Failed once
+// all have stopped for good.
+func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase {
+	policy := pod.Spec.RestartPolicy
+	pendingInit, failedInit := 0, 0
+	for i, c := range pod.Spec.InitContainers {
+		s := initStatuses[i]
+		if isSidecar(&c) {
+			if s.State.Running == nil && s.LastTerminationState.Terminated == nil && s.State.Terminated == nil {
+				pendingInit++
+			}
+			continue
+		}
+		switch {
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
+		case s.State.Terminated != nil:
+			failedInit++
+		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0:
+			failedInit++
+		default:
+			pendingInit++
+		}
+	}
+	if failedInit > 0 && policy == v1.RestartPolicyNever {
+		return v1.PodFailed
+	}
+
+	running, waiting, stopped, succeeded, unknown := 0, 0, 0, 0, 0
+	for _, s := range statuses {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if t := s.LastTerminationState.Terminated; t != nil {
+				stopped++
+				if t.ExitCode == 0 {
+					succeeded++
+				}
+			} else {
+				waiting++
+			}
+		default:
+			unknown++
+		}
+	}
+	switch {
+	case pendingInit > 0 || failedInit > 0:
+		return v1.PodPending
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		switch {
+		case policy == v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case stopped == succeeded:
+			return v1.PodSucceeded
+		case policy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		}
+		return v1.PodRunning
+	}
+	return v1.PodPending
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// IsTerminal reports whether a phase is final.
+func IsTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
