@@ -1,0 +1,38 @@
+# Skiff's development and test entry points. Everything runs as root on
+# Debian 12 (see /work/shared/ENVIRONMENT.md for why each piece is set up
+# the way it is).
+#
+#   make up     build, start the dev containerd and a standalone Skiff
+#   make down   stop both (and every pod they ran)
+#   make test   unit tests, then end-to-end tests against the dev containerd
+
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+
+CRI_ENDPOINT := unix:///run/skiff-dev/containerd.sock
+
+.PHONY: deps build runtime test up down
+
+# apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
+deps:
+	hack/install-deps.sh
+
+build:
+	go build -o bin/skiff ./cmd/skiff
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/pause ./cmd/pause
+
+# Skiff's own containerd on $(CRI_ENDPOINT), with the local images imported.
+runtime: deps
+	hack/containerd.sh start
+
+test: runtime
+	go vet ./...
+	go test ./...
+	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) go test -tags e2e -count=1 -timeout 30m ./test/e2e/...
+
+up: runtime build
+	hack/skiff.sh start
+
+down:
+	hack/skiff.sh stop
+	hack/containerd.sh stop

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs bin/skiff in the background as a standalone kubelet (no apiserver) on
+# Skiff's dev containerd, for `make up` / `make down`.
+#
+#   hack/skiff.sh start   # idempotent; needs bin/skiff and hack/containerd.sh start
+#   hack/skiff.sh stop
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+PIDFILE=/run/skiff-dev/skiff.pid
+LOG=/var/log/skiff-dev/skiff.log
+MANIFESTS=/etc/skiff-dev/manifests
+
+# pid of our skiff from the pid file, if that process is still bin/skiff.
+running_pid() {
+	local pid
+	pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
+	[[ -n "$pid" && "$(readlink "/proc/$pid/exe" 2>/dev/null)" == */skiff ]] && echo "$pid"
+}
+
+start() {
+	local pid node
+	# Node names are lowercase; the kernel's hostname need not be.
+	node=$(uname -n | tr '[:upper:]' '[:lower:]')
+	mkdir -p "$MANIFESTS" /var/lib/skiff-dev/kubelet "$(dirname "$LOG")" "$(dirname "$PIDFILE")"
+	cp examples/static-pod.yaml "$MANIFESTS/"
+	if pid=$(running_pid); then
+		echo "skiff.sh: already running (pid $pid)"
+	else
+		# --pod-infra-container-image is left to its default, skiff.local/pause:3.10.
+		setsid bin/skiff \
+			--container-runtime-endpoint unix:///run/skiff-dev/containerd.sock \
+			--root-dir /var/lib/skiff-dev/kubelet \
+			--pod-manifest-path "$MANIFESTS" \
+			--hostname-override "$node" \
+			--config "$PWD/hack/skiff-dev.yaml" \
+			</dev/null >>"$LOG" 2>&1 &
+		echo $! >"$PIDFILE"
+		sleep 1
+		running_pid >/dev/null || { tail -n 20 "$LOG" >&2; echo "skiff.sh: skiff exited; see $LOG" >&2; exit 1; }
+		echo "skiff.sh: started (pid $(cat "$PIDFILE"))"
+	fi
+	cat <<EOT
+Look around:
+  curl -s http://127.0.0.1:10255/pods     # pods as the kubelet sees them
+  tail -f /var/log/pods/default_hello-${node}_*/hello/*.log   # the example static pod's output
+  tail -f $LOG
+EOT
+}
+
+stop() {
+	local pid
+	if pid=$(running_pid); then
+		kill -TERM "$pid"
+		for _ in $(seq 100); do [[ -d /proc/$pid ]] || break; sleep 0.2; done
+		[[ -d /proc/$pid ]] && kill -KILL "$pid"
+	fi
+	rm -f "$PIDFILE"
+	echo "skiff.sh: stopped"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
