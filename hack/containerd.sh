@@ -116,16 +116,20 @@ EOF
 build_image() {
 	local name=$1 tar
 	shift
-	if ctr_ -n k8s.io images ls -q | grep -qxF "$name"; then
-		return
-	fi
 	tar=$(mktemp --suffix=.tar)
 	bin/ociimage --name "$name" -o "$tar" "$@"
 	ctr_ -n k8s.io images import --snapshotter "$(snapshotter)" "$tar"
 	rm -f "$tar"
 }
 
+# Builds and imports the local images, unless both are already imported
+# (then neither Go nor a build cache is needed).
 ensure_images() {
+	local have
+	have=$(ctr_ -n k8s.io images ls -q)
+	if grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$BUSYBOX_IMAGE" <<<"$have"; then
+		return
+	fi
 	mkdir -p bin
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/pause ./cmd/pause
 	go build -o bin/ociimage ./hack/ociimage
