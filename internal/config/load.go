@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 
@@ -41,7 +42,9 @@ var (
 // declare apiVersion kubelet.config.k8s.io/v1beta1 and kind
 // KubeletConfiguration, and is decoded strictly: unknown fields, duplicate
 // fields and values of the wrong type are errors, each naming the file and
-// the field. Defaults are not applied.
+// the field. As upstream, relative paths in the file (staticPodPath,
+// tlsCertFile, resolvConf, ...) are taken relative to the file's directory.
+// Defaults are not applied.
 func Load(path string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -55,10 +58,15 @@ func Load(path string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 		}
 		return nil, errors.Join(wrapped...)
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	resolveRelativePaths(c, filepath.Dir(abs))
 	return c, nil
 }
 
-// Decode is Load for bytes already in memory.
+// Decode is Load for bytes already in memory; paths are left as written.
 func Decode(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	c, errs := decode(data)
 	if len(errs) > 0 {

@@ -176,3 +176,22 @@ func TestDecodeEqualsLoad(t *testing.T) {
 		t.Fatalf("Decode: got %v", err)
 	}
 }
+
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	path := writeFile(t, "c.yaml", header+
+		"staticPodPath: manifests\ntlsCertFile: /abs/cert.pem\ntlsPrivateKeyFile: key.pem\nresolvConf: \"\"\n")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(path)
+	if c.StaticPodPath != filepath.Join(dir, "manifests") {
+		t.Errorf("staticPodPath = %q", c.StaticPodPath)
+	}
+	if c.TLSCertFile != "/abs/cert.pem" || c.TLSPrivateKeyFile != filepath.Join(dir, "key.pem") {
+		t.Errorf("tls files = %q, %q", c.TLSCertFile, c.TLSPrivateKeyFile)
+	}
+	if c.ResolverConfig == nil || *c.ResolverConfig != "" {
+		t.Errorf("empty resolvConf changed to %v", c.ResolverConfig)
+	}
+}
