@@ -131,9 +131,9 @@ func (p *PLEG) Relist(ctx context.Context) {
 		}
 	}
 	for uid, pod := range old {
-		if _, ok := current[uid]; !ok {
+		if _, ok := current[uid]; !ok { // gone from the runtime altogether
 			events = append(events, diffPod(pod, nil)...)
-			changed[uid] = pod
+			p.cache.Delete(uid)
 		}
 	}
 	reinspect := map[types.UID]bool{}

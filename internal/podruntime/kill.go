@@ -104,7 +104,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.
 
 // RemovePod removes the pod's containers, sandboxes and log directory. The
 // pod must have been killed first.
-func (m *Manager) RemovePod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) error {
+func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error {
 	var errs []error
 	for _, cs := range st.Containers {
 		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
@@ -116,8 +116,8 @@ func (m *Manager) RemovePod(ctx context.Context, pod *v1.Pod, st *container.PodS
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
 		}
 	}
-	if pod != nil && len(errs) == 0 {
-		if err := os.RemoveAll(PodLogsDir(m.cfg.PodLogsDir, pod)); err != nil {
+	if st.Name != "" && len(errs) == 0 {
+		if err := os.RemoveAll(PodLogsDir(m.cfg.PodLogsDir, st.Namespace, st.Name, st.ID)); err != nil {
 			errs = append(errs, fmt.Errorf("remove pod logs: %w", err))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -15,8 +16,8 @@ import (
 
 // PodLogsDir is the directory of a pod's container logs:
 // <root>/<namespace>_<name>_<uid>, as upstream lays it out.
-func PodLogsDir(root string, pod *v1.Pod) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+func PodLogsDir(root, namespace, name string, uid types.UID) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", namespace, name, uid))
 }
 
 // Hostname is the pod's hostname: spec.hostname or the pod name, cut to the
@@ -42,7 +43,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
 		Hostname:     Hostname(pod),
-		LogDirectory: PodLogsDir(m.cfg.PodLogsDir, pod),
+		LogDirectory: PodLogsDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, pod.UID),
 		Labels:       cri.SandboxLabels(pod),
 		Annotations:  annotations,
 		PortMappings: portMappings(pod),

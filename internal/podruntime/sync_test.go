@@ -1,0 +1,294 @@
+package podruntime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+)
+
+type fixture struct {
+	t     *testing.T
+	rt    *critest.FakeRuntimeService
+	img   *critest.FakeImageService
+	m     *Manager
+	clock *testclock.FakeClock
+	pod   *v1.Pod
+}
+
+func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fixture {
+	rt, img := critest.NewFakeRuntimeService(), critest.NewFakeImageService()
+	img.SetFakeImages([]string{"pause:1", "busybox:1"})
+	clock := testclock.NewFakeClock(time.Now())
+	m := New(Config{
+		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
+		PauseImage: "pause:1",
+		PodLogsDir: t.TempDir(),
+	})
+	m.crashBackOff = flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, clock)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("uid-1")},
+		Spec: v1.PodSpec{
+			RestartPolicy:  policy,
+			InitContainers: init,
+			Containers: []v1.Container{{
+				Name: "app", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sh", "-c", "echo $(GREETING)"},
+				Env:     []v1.EnvVar{{Name: "GREETING", Value: "hi"}},
+			}},
+		},
+	}
+	return &fixture{t: t, rt: rt, img: img, m: m, clock: clock, pod: pod}
+}
+
+func (f *fixture) status() *container.PodStatus {
+	f.t.Helper()
+	st, err := f.m.GetPodStatus(context.Background(), cri.PodRef{UID: f.pod.UID, Name: "p", Namespace: "ns"})
+	if err != nil {
+		f.t.Fatalf("GetPodStatus: %v", err)
+	}
+	return st
+}
+
+func (f *fixture) sync() SyncResult {
+	return f.m.SyncPod(context.Background(), f.pod, f.status())
+}
+
+// exit makes the newest instance of the named container exit now.
+func (f *fixture) exit(name string, code int32) {
+	f.t.Helper()
+	cs := f.status().FindContainer(name)
+	if cs == nil {
+		f.t.Fatalf("no container %q", name)
+	}
+	f.rt.Lock()
+	c := f.rt.Containers[cs.ID]
+	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.ExitCode = code
+	c.FinishedAt = f.clock.Now().UnixNano()
+	f.rt.Unlock()
+}
+
+func TestSyncStartsSandboxAndContainer(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	res := f.sync()
+	if res.Err != nil || len(res.Waiting) > 0 {
+		t.Fatalf("sync: err=%v waiting=%v", res.Err, res.Waiting)
+	}
+	st := f.status()
+	if !st.SandboxReady() || len(st.IPs) == 0 {
+		t.Fatalf("sandbox not ready or no IP: %+v", st)
+	}
+	app := st.FindContainer("app")
+	if app == nil || app.State != container.StateRunning || app.RestartCount != 0 {
+		t.Fatalf("app container: %+v", app)
+	}
+	f.rt.Lock()
+	cfg := f.rt.Containers[app.ID]
+	f.rt.Unlock()
+	if got := cfg.Annotations[cri.ContainerRestartCountAnnotation]; got != "0" {
+		t.Errorf("restartCount annotation = %q", got)
+	}
+	if cfg.Labels[cri.PodUIDLabel] != "uid-1" || cfg.Labels[cri.ContainerNameLabel] != "app" {
+		t.Errorf("labels = %v", cfg.Labels)
+	}
+	// A second sync with nothing changed does nothing.
+	before := len(f.rt.GetCalls())
+	f.sync()
+	for _, c := range f.rt.GetCalls()[before:] {
+		if c == "CreateContainer" || c == "RunPodSandbox" || c == "StopContainer" {
+			t.Errorf("idle sync called %s", c)
+		}
+	}
+}
+
+func TestCrashLoopBacksOff(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	f.sync()
+	f.exit("app", 1)
+	// First restart is immediate, as upstream.
+	if res := f.sync(); len(res.Waiting) > 0 {
+		t.Fatalf("first restart waited: %v", res.Waiting)
+	}
+	if got := f.status().FindContainer("app"); got.State != container.StateRunning || got.RestartCount != 1 {
+		t.Fatalf("after first restart: %+v", got)
+	}
+	f.exit("app", 1)
+	res := f.sync()
+	w := res.Waiting["app"]
+	if w == nil || w.Reason != ReasonCrashLoopBackOff {
+		t.Fatalf("want CrashLoopBackOff, got %+v", w)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > backOffInitial {
+		t.Errorf("requeue after %v, want (0, 10s]", res.RequeueAfter)
+	}
+	f.clock.Step(backOffInitial + time.Second)
+	if res := f.sync(); len(res.Waiting) > 0 {
+		t.Fatalf("still waiting after back-off: %v", res.Waiting)
+	}
+	if got := f.status().FindContainer("app"); got.RestartCount != 2 {
+		t.Fatalf("restartCount = %d, want 2", got.RestartCount)
+	}
+	// The next back-off doubles.
+	f.exit("app", 1)
+	if res := f.sync(); res.RequeueAfter <= backOffInitial {
+		t.Errorf("second back-off %v, want > 10s", res.RequeueAfter)
+	}
+	// At most one dead instance is kept besides the newest.
+	dead := 0
+	for _, c := range f.status().Instances("app") {
+		if c.State == container.StateExited {
+			dead++
+		}
+	}
+	if dead > 2 {
+		t.Errorf("%d dead instances kept", dead)
+	}
+}
+
+func TestRestartPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy  v1.RestartPolicy
+		code    int32
+		restart bool
+	}{
+		{v1.RestartPolicyNever, 1, false},
+		{v1.RestartPolicyNever, 0, false},
+		{v1.RestartPolicyOnFailure, 0, false},
+		{v1.RestartPolicyOnFailure, 2, true},
+		{v1.RestartPolicyAlways, 0, true},
+	} {
+		f := newFixture(t, tc.policy)
+		f.sync()
+		f.exit("app", tc.code)
+		f.sync()
+		got := f.status().FindContainer("app")
+		if restarted := got.RestartCount == 1 && got.State == container.StateRunning; restarted != tc.restart {
+			t.Errorf("%s exit %d: restarted=%v, want %v", tc.policy, tc.code, restarted, tc.restart)
+		}
+	}
+}
+
+func TestInitContainersRunInOrder(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways,
+		v1.Container{Name: "init1", Image: "busybox:1"},
+		v1.Container{Name: "init2", Image: "busybox:1"})
+	f.sync()
+	st := f.status()
+	if st.FindContainer("init1") == nil || st.FindContainer("init2") != nil || st.FindContainer("app") != nil {
+		t.Fatalf("first sync should start init1 only: %+v", st.Containers)
+	}
+	f.sync() // init1 still running: nothing new
+	if f.status().FindContainer("init2") != nil {
+		t.Fatal("init2 started while init1 runs")
+	}
+	f.exit("init1", 0)
+	f.sync()
+	if st := f.status(); st.FindContainer("init2") == nil || st.FindContainer("app") != nil {
+		t.Fatalf("after init1: %+v", st.Containers)
+	}
+	f.exit("init2", 0)
+	f.sync()
+	if app := f.status().FindContainer("app"); app == nil || app.State != container.StateRunning {
+		t.Fatalf("app not running after init: %+v", app)
+	}
+}
+
+func TestFailedInitWithNeverStopsThere(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyNever, v1.Container{Name: "init1", Image: "busybox:1"})
+	f.sync()
+	f.exit("init1", 3)
+	f.sync()
+	st := f.status()
+	if st.FindContainer("app") != nil || len(st.Instances("init1")) != 1 {
+		t.Fatalf("failed init with Never must not go on: %+v", st.Containers)
+	}
+}
+
+func TestKillAndRemovePod(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	f.sync()
+	if err := f.m.KillPod(context.Background(), f.pod, f.status(), nil); err != nil {
+		t.Fatal(err)
+	}
+	st := f.status()
+	if st.SandboxReady() || st.FindContainer("app").State != container.StateExited {
+		t.Fatalf("after kill: %+v", st)
+	}
+	if err := f.m.RemovePod(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.status(); len(st.Containers) != 0 || len(st.Sandboxes) != 0 {
+		t.Fatalf("after remove: %+v", st)
+	}
+}
+
+func TestPullNeverMissingImage(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	f.pod.Spec.Containers[0].Image = "missing:1"
+	f.pod.Spec.Containers[0].ImagePullPolicy = v1.PullNever
+	res := f.sync()
+	if w := res.Waiting["app"]; w == nil || w.Reason != ReasonErrImageNeverPull {
+		t.Fatalf("want ErrImageNeverPull, got %+v", res.Waiting)
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	c := &f.pod.Spec.Containers[0]
+	c.Args = []string{"$(GREETING)-$(UNSET)", "$$(GREETING)"}
+	c.Env = append(c.Env, v1.EnvVar{Name: "COMBINED", Value: "$(GREETING) there"},
+		v1.EnvVar{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+	cfg, cerr := f.m.containerConfig(f.pod, c, 3, "sha256:abc", []string{"10.0.0.5"})
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if cfg.LogPath != "app/3.log" || cfg.Metadata.Attempt != 3 {
+		t.Errorf("log path %q attempt %d", cfg.LogPath, cfg.Metadata.Attempt)
+	}
+	if got := cfg.Command[2]; got != "echo hi" {
+		t.Errorf("command = %q", got)
+	}
+	if cfg.Args[0] != "hi-$(UNSET)" || cfg.Args[1] != "$(GREETING)" {
+		t.Errorf("args = %q", cfg.Args)
+	}
+	env := map[string]string{}
+	for _, kv := range cfg.Envs {
+		env[kv.Key] = kv.Value
+	}
+	if env["COMBINED"] != "hi there" || env["POD"] != "p" {
+		t.Errorf("env = %v", env)
+	}
+	if cfg.Image.Image != "sha256:abc" || cfg.Image.UserSpecifiedImage != "busybox:1" {
+		t.Errorf("image = %+v", cfg.Image)
+	}
+	c.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
+	if _, cerr := f.m.containerConfig(f.pod, c, 0, "x", nil); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
+		t.Errorf("volume mounts must be refused visibly until supported, got %v", cerr)
+	}
+}
+
+func TestGracePeriod(t *testing.T) {
+	g := func(v int64) *int64 { return &v }
+	pod := &v1.Pod{Spec: v1.PodSpec{TerminationGracePeriodSeconds: g(30)}}
+	if got := GracePeriod(pod, nil); got != 30 {
+		t.Errorf("spec: %d", got)
+	}
+	pod.DeletionGracePeriodSeconds = g(5)
+	if got := GracePeriod(pod, nil); got != 5 {
+		t.Errorf("deletion: %d", got)
+	}
+	if got := GracePeriod(pod, g(0)); got != minGracePeriod {
+		t.Errorf("override 0: %d, want %d", got, minGracePeriod)
+	}
+}
