@@ -13,4 +13,6 @@ type Config struct {
 	RootDir             string // --root-dir
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
+	// PodInfraContainerImage is the sandbox (pause) image.
+	PodInfraContainerImage string
 }

@@ -1,0 +1,92 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/status"
+)
+
+// The podworker.Handler of the kubelet: each phase does the runtime work and
+// records the pod's status.
+
+func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
+	s := k.computeStatus(pod, st)
+	if status.IsTerminal(s.Phase) {
+		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
+		return true, 0, nil
+	}
+	res := k.runtime.SyncPod(ctx, pod, st)
+	k.setWaiting(pod.UID, res.Waiting)
+	k.computeStatus(pod, st)
+	return false, res.RequeueAfter, res.Err
+}
+
+func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
+	if err := k.runtime.KillPod(ctx, pod, st, grace); err != nil {
+		return fmt.Errorf("kill pod: %w", err)
+	}
+	if pod == nil {
+		return nil
+	}
+	// Record final container states: read them now rather than wait a relist.
+	final, err := k.runtime.GetPodStatus(ctx, cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace})
+	if err != nil {
+		return fmt.Errorf("read final status: %w", err)
+	}
+	k.setWaiting(pod.UID, nil)
+	k.computeStatus(pod, final)
+	return nil
+}
+
+func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) error {
+	if err := k.runtime.RemovePod(ctx, st); err != nil {
+		return fmt.Errorf("remove pod: %w", err)
+	}
+	k.statuses.Delete(st.ID)
+	k.setWaiting(st.ID, nil)
+	return nil
+}
+
+// computeStatus computes and stores the pod's API status.
+func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus) v1.PodStatus {
+	old, ok := k.statuses.Get(pod.UID)
+	if !ok {
+		old = pod.Status
+	}
+	s := status.Generate(status.Input{
+		Pod:         pod,
+		Runtime:     st,
+		Waiting:     k.waiting(pod.UID),
+		Old:         old,
+		RuntimeName: k.cri.RuntimeName,
+		HostIPs:     k.hostIPs,
+		Now:         time.Now(),
+	})
+	k.statuses.Set(pod.UID, s)
+	return s
+}
+
+func (k *Kubelet) setWaiting(uid types.UID, w map[string]*podruntime.ContainerError) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(w) == 0 {
+		delete(k.reasons, uid)
+		return
+	}
+	k.reasons[uid] = w
+}
+
+func (k *Kubelet) waiting(uid types.UID) map[string]*podruntime.ContainerError {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reasons[uid]
+}

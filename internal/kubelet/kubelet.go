@@ -1,0 +1,148 @@
+// Package kubelet wires Skiff together: pod sources feed the pod manager,
+// whose changes go to the pod workers; PLEG events wake the workers; the
+// workers sync pods through the runtime manager and record statuses that
+// the server shows.
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/pleg"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/podsource"
+	"github.com/skiff-sh/skiff/internal/podsource/file"
+	"github.com/skiff-sh/skiff/internal/podworker"
+	"github.com/skiff-sh/skiff/internal/server"
+	"github.com/skiff-sh/skiff/internal/status"
+)
+
+const (
+	plegPeriod          = time.Second
+	housekeepingPeriod  = 2 * time.Second
+	defaultPodLogsDir   = "/var/log/pods"
+	errorBackOffPeriod  = 10 * time.Second
+	runtimeDialAttempts = 3
+)
+
+// Kubelet is one running Skiff.
+type Kubelet struct {
+	cfg      Config
+	cri      *cri.Client
+	runtime  *podruntime.Manager
+	cache    *container.Cache
+	pleg     *pleg.PLEG
+	workers  *podworker.Workers
+	pods     *podManager
+	statuses *status.Store
+	hostIPs  []string
+	sources  []string // names of the configured sources
+
+	mu      sync.Mutex
+	reasons map[types.UID]map[string]*podruntime.ContainerError
+}
+
+// Run runs Skiff until ctx ends. Pods keep running when it returns: a
+// restarted Skiff adopts them.
+func Run(ctx context.Context, cfg Config) error {
+	kc := cfg.Kubelet
+	if cfg.Kubeconfig != "" || cfg.BootstrapKubeconfig != "" {
+		return errors.New("--kubeconfig and --bootstrap-kubeconfig are not supported yet: Skiff runs standalone (static pods only)")
+	}
+	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
+		return fmt.Errorf("create root directory: %w", err)
+	}
+	client, err := cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", client.RuntimeName, "version", client.RuntimeVersion)
+
+	k := &Kubelet{
+		cfg:      cfg,
+		cri:      client,
+		cache:    container.NewCache(),
+		pods:     newPodManager(),
+		statuses: status.NewStore(),
+		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
+		hostIPs:  hostIPs(cfg.NodeIP),
+	}
+	logsDir := kc.PodLogsDir
+	if logsDir == "" {
+		logsDir = defaultPodLogsDir
+	}
+	k.runtime = podruntime.New(podruntime.Config{
+		CRI:        client,
+		Recorder:   logRecorder{},
+		PauseImage: cfg.PodInfraContainerImage,
+		PodLogsDir: logsDir,
+		NodeName:   cfg.NodeName,
+		NodeIP:     first(k.hostIPs),
+	})
+	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	k.workers = podworker.New(ctx, podworker.Config{
+		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod,
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer k.workers.Wait()
+	updates := make(chan podsource.Update, 16)
+	if kc.StaticPodPath != "" {
+		k.sources = append(k.sources, podsource.File)
+		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: cfg.NodeName, Period: kc.FileCheckFrequency.Duration})
+		wg.Add(1)
+		go func() { defer wg.Done(); src.Run(ctx, updates) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); k.pleg.Run(ctx) }()
+	if kc.ReadOnlyPort > 0 {
+		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Run(ctx); err != nil {
+				klog.ErrorS(err, "Read-only server stopped")
+				cancel()
+			}
+		}()
+	}
+	klog.InfoS("Skiff started", "node", cfg.NodeName, "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
+	k.syncLoop(ctx, updates)
+	klog.InfoS("Skiff stopping; pods keep running")
+	return nil
+}
+
+// hostIPs returns --node-ip, or the address of the interface of the
+// default route (found by a UDP "connect", which sends nothing).
+func hostIPs(nodeIP string) []string {
+	if nodeIP != "" {
+		return []string{nodeIP}
+	}
+	conn, err := net.Dial("udp4", "192.0.2.1:9")
+	if err != nil {
+		klog.InfoS("No default route; host IP unknown", "err", err)
+		return nil
+	}
+	defer conn.Close()
+	return []string{conn.LocalAddr().(*net.UDPAddr).IP.String()}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
