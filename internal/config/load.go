@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,7 +110,7 @@ func decode(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, []error) {
 		}
 		return nil, errs
 	}
-	return nil, []error{fieldOfFatal(asJSON, err)}
+	return nil, perFieldErrors(asJSON, err)
 }
 
 func checkGVK(gvk schema.GroupVersionKind) error {
@@ -152,39 +151,49 @@ func tidyStrictError(err error) []error {
 // The JSON decoder's type errors name the Go struct before the JSON path.
 var jsonTypeError = regexp.MustCompile(`^json: cannot unmarshal (.+) into Go struct field [A-Za-z0-9_]+\.(\S+) of type (.+)$`)
 
-// fieldOfFatal turns a non-strict decode failure into an error that names
-// the offending field. Type errors carry the path; errors from custom
-// unmarshalers (durations, quantities) do not, so the top-level field is
-// found by decoding each one alone.
-func fieldOfFatal(asJSON []byte, err error) error {
-	if m := jsonTypeError.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("field %q: cannot unmarshal %s into %s", m[2], m[1], m[3])
-	}
+// perFieldErrors explains a fatal (non-strict) decode failure, which the
+// serializer reports alone and, for custom unmarshalers such as durations,
+// without a field name. Decoding each top-level field on its own finds every
+// field that fails and every strict problem besides.
+func perFieldErrors(asJSON []byte, fatal error) []error {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(asJSON, &fields) != nil {
-		return err
+		return []error{describeFatal("", fatal)}
 	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	var errs []error
+	for _, k := range sortedKeys(fields) {
 		if k == "apiVersion" || k == "kind" {
 			continue
 		}
-		one, mErr := json.Marshal(map[string]json.RawMessage{
-			"apiVersion": json.RawMessage(`"` + wantGVK.GroupVersion().String() + `"`),
-			"kind":       json.RawMessage(`"` + wantGVK.Kind + `"`),
+		one, err := json.Marshal(map[string]json.RawMessage{
+			"apiVersion": fields["apiVersion"],
+			"kind":       fields["kind"],
 			k:            fields[k],
 		})
-		if mErr != nil {
+		if err != nil {
 			continue
 		}
-		_, _, oneErr := jsonSerializer.Decode(one, nil, &kubeletconfigv1beta1.KubeletConfiguration{})
-		if oneErr != nil && !runtime.IsStrictDecodingError(oneErr) {
-			return fmt.Errorf("field %q: %w", k, err)
+		_, _, err = jsonSerializer.Decode(one, nil, &kubeletconfigv1beta1.KubeletConfiguration{})
+		if strictErr, ok := runtime.AsStrictDecodingError(err); ok {
+			errs = append(errs, strictErr.Errors()...)
+		} else if err != nil {
+			errs = append(errs, describeFatal(k, err))
 		}
+	}
+	if len(errs) == 0 {
+		return []error{describeFatal("", fatal)}
+	}
+	return errs
+}
+
+// describeFatal names the field of a decode error: type errors carry the
+// full path; otherwise the top-level field is the best we know.
+func describeFatal(topLevel string, err error) error {
+	if m := jsonTypeError.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("field %q: cannot unmarshal %s into %s", m[2], m[1], m[3])
+	}
+	if topLevel != "" {
+		return fmt.Errorf("field %q: %w", topLevel, err)
 	}
 	return err
 }

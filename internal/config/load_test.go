@@ -76,6 +76,12 @@ func TestLoadErrors(t *testing.T) {
 			want:    []string{`field "syncFrequency"`, `invalid duration "soon"`},
 		},
 		{
+			name:    "every bad field is reported alongside unknown ones",
+			content: header + "readOnlyPrt: 1\nport: x\nsyncFrequency: soon\n",
+			want: []string{`unknown field "readOnlyPrt"`, `field "port": cannot unmarshal string into int32`,
+				`field "syncFrequency"`},
+		},
+		{
 			name:    "wrong kind",
 			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
 			want:    []string{`kind "KubeProxyConfiguration" is not supported, want "KubeletConfiguration"`},
