@@ -1,0 +1,335 @@
+//go:build e2e
+
+// Package e2e runs Skiff against a real containerd: SKIFF_CRI_ENDPOINT names
+// it (make test starts one). Tests run one at a time: two kubelets on one
+// containerd would remove each other's pods as orphans.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+)
+
+const (
+	busybox  = "skiff.local/busybox:1.35"
+	nodeName = "e2e-node"
+	// testLabel marks every pod the tests make, so cleanup finds them all.
+	testLabel = "skiff-e2e"
+)
+
+var (
+	skiffBin    string
+	criEndpoint string
+	runtimeSvc  internalapi.RuntimeService
+)
+
+func TestMain(m *testing.M) {
+	criEndpoint = os.Getenv("SKIFF_CRI_ENDPOINT")
+	if criEndpoint == "" {
+		fmt.Fprintln(os.Stderr, "SKIFF_CRI_ENDPOINT is not set: run the end-to-end tests with `make test`")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "skiff-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	skiffBin = filepath.Join(dir, "skiff")
+	build := exec.Command("go", "build", "-o", skiffBin, "../../cmd/skiff")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building skiff:", err)
+		os.Exit(1)
+	}
+	logger := klog.Background()
+	runtimeSvc, err = remote.NewRemoteRuntimeService(criEndpoint, 30*time.Second, nil, &logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connecting to", criEndpoint, ":", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	removeTestPods()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// node is one Skiff process with its own root, manifest directory and port.
+type node struct {
+	t         *testing.T
+	root      string
+	manifests string
+	config    string
+	port      int
+	logPath   string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+}
+
+// newNode prepares (but does not start) a Skiff. Cleanup removes its pods.
+func newNode(t *testing.T) *node {
+	t.Helper()
+	removeTestPods() // start from a clean runtime
+	dir := t.TempDir()
+	n := &node{
+		t:         t,
+		root:      filepath.Join(dir, "root"),
+		manifests: filepath.Join(dir, "manifests"),
+		config:    filepath.Join(dir, "config.yaml"),
+		port:      freePort(t),
+		logPath:   filepath.Join(dir, "skiff.log"),
+	}
+	must(t, os.MkdirAll(n.manifests, 0o755))
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+readOnlyPort: %d
+fileCheckFrequency: 2s
+`, n.port)
+	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
+	t.Cleanup(func() {
+		if n.cmd != nil {
+			n.stop()
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(n.logPath); err == nil {
+				t.Logf("skiff log:\n%s", tail(string(b), 150))
+			}
+		}
+		removeTestPods()
+	})
+	return n
+}
+
+// start runs Skiff and waits for its read-only API to answer.
+func (n *node) start(extraArgs ...string) {
+	n.t.Helper()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	must(n.t, err)
+	args := append([]string{
+		"--config", n.config,
+		"--container-runtime-endpoint", criEndpoint,
+		"--root-dir", n.root,
+		"--pod-manifest-path", n.manifests,
+		"--hostname-override", nodeName,
+		"--v", "2",
+	}, extraArgs...)
+	n.cmd = exec.Command(skiffBin, args...)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	must(n.t, n.cmd.Start())
+	n.exited = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); logf.Close(); close(n.exited) }()
+	waitFor(n.t, 20*time.Second, "skiff healthz", func() (bool, error) {
+		select {
+		case <-n.exited:
+			return false, fmt.Errorf("skiff exited early: %s", tail(n.log(), 20))
+		default:
+		}
+		resp, err := http.Get(n.url("/healthz"))
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// stop sends SIGTERM and waits for Skiff to exit.
+func (n *node) stop() {
+	n.t.Helper()
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+		n.t.Errorf("skiff did not stop within 30s of SIGTERM")
+	}
+	n.cmd = nil
+}
+
+func (n *node) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path) }
+
+func (n *node) log() string {
+	b, _ := os.ReadFile(n.logPath)
+	return string(b)
+}
+
+// writeManifest writes a pod manifest into the manifest directory.
+func (n *node) writeManifest(file, content string) {
+	n.t.Helper()
+	tmp := filepath.Join(n.manifests, "."+file+".tmp")
+	must(n.t, os.WriteFile(tmp, []byte(content), 0o644))
+	must(n.t, os.Rename(tmp, filepath.Join(n.manifests, file)))
+}
+
+func (n *node) removeManifest(file string) {
+	n.t.Helper()
+	must(n.t, os.Remove(filepath.Join(n.manifests, file)))
+}
+
+// pods returns /pods.
+func (n *node) pods() ([]v1.Pod, error) {
+	resp, err := http.Get(n.url("/pods"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("decode /pods: %w", err)
+	}
+	return list.Items, nil
+}
+
+// pod returns the pod of that name from /pods, nil if absent.
+func (n *node) pod(name string) (*v1.Pod, error) {
+	pods, err := n.pods()
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods {
+		if pods[i].Name == name {
+			return &pods[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// waitRunning waits until the pod is Running with every container running.
+func (n *node) waitRunning(name string, timeout time.Duration) *v1.Pod {
+	n.t.Helper()
+	var got *v1.Pod
+	waitFor(n.t, timeout, "pod "+name+" running", func() (bool, error) {
+		p, err := n.pod(name)
+		if err != nil || p == nil || p.Status.Phase != v1.PodRunning {
+			return false, nil
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running == nil {
+				return false, nil
+			}
+		}
+		got = p
+		return true, nil
+	})
+	return got
+}
+
+// staticPod renders a single-container busybox pod manifest.
+func staticPod(name, script string, extra string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    %s: "true"
+spec:
+  terminationGracePeriodSeconds: 5
+%s  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: Never
+    command: ["sh", "-c", %q]
+`, name, testLabel, extra, busybox, script)
+}
+
+// sandboxes and containers of a pod UID, straight from containerd.
+func sandboxesOf(t *testing.T, uid string) []*runtimeapi.PodSandbox {
+	t.Helper()
+	s, err := runtimeSvc.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+	must(t, err)
+	return s
+}
+
+func containersOf(t *testing.T, uid string) []*runtimeapi.Container {
+	t.Helper()
+	c, err := runtimeSvc.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
+	must(t, err)
+	return c
+}
+
+// removeTestPods removes every sandbox a test made, whatever state it is in.
+func removeTestPods() {
+	ctx := context.Background()
+	sbs, err := runtimeSvc.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{testLabel: "true"}})
+	if err != nil {
+		return
+	}
+	for _, sb := range sbs {
+		_ = runtimeSvc.StopPodSandbox(ctx, sb.Id)
+		_ = runtimeSvc.RemovePodSandbox(ctx, sb.Id)
+	}
+}
+
+// killContainerProcess kills a container's process from outside Skiff, as
+// the OOM killer or an operator would.
+func killContainerProcess(t *testing.T, id string) {
+	t.Helper()
+	resp, err := runtimeSvc.ContainerStatus(context.Background(), id, true)
+	must(t, err)
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	must(t, json.Unmarshal([]byte(resp.Info["info"]), &info))
+	if info.Pid <= 0 {
+		t.Fatalf("container %s has no pid: %v", id, resp.Info["info"])
+	}
+	must(t, syscall.Kill(info.Pid, syscall.SIGKILL))
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
