@@ -178,7 +178,10 @@ func diffPod(a, b *container.Pod) []*Event {
 				emit(ContainerStarted, id)
 			case container.StateExited:
 				emit(ContainerDied, id)
-			case container.StateUnknown:
+			case container.StateUnknown, container.StateCreated:
+				// Upstream treats "created" as unknown: a container made but
+				// not started (StartContainer failed) is a change whose
+				// status must be read.
 				emit(ContainerChanged, id)
 			}
 		}
