@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/status"
 )
@@ -19,14 +18,19 @@ import (
 // records the pod's status.
 
 func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
-	s := k.computeStatus(pod, st)
+	s := k.computeStatus(pod, st, false)
+	if k.client != nil && IsStaticPod(pod) {
+		if err := k.syncMirrorPod(ctx, pod); err != nil {
+			klog.ErrorS(err, "Failed to sync mirror pod", "pod", klog.KObj(pod))
+		}
+	}
 	if status.IsTerminal(s.Phase) {
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
 	res := k.runtime.SyncPod(ctx, pod, st)
 	k.setWaiting(pod.UID, res.Waiting)
-	k.computeStatus(pod, st)
+	k.computeStatus(pod, st, false)
 	return false, res.RequeueAfter, res.Err
 }
 
@@ -38,12 +42,15 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *conta
 		return nil
 	}
 	// Record final container states: read them now rather than wait a relist.
-	final, err := k.runtime.GetPodStatus(ctx, cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace})
+	final, err := k.runtime.GetPodStatus(ctx, refOf(pod))
 	if err != nil {
 		return fmt.Errorf("read final status: %w", err)
 	}
 	k.setWaiting(pod.UID, nil)
-	k.computeStatus(pod, final)
+	k.computeStatus(pod, final, true)
+	if k.statusMgr != nil {
+		k.statusMgr.TerminatePod(pod)
+	}
 	return nil
 }
 
@@ -56,8 +63,9 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	return nil
 }
 
-// computeStatus computes and stores the pod's API status.
-func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus) v1.PodStatus {
+// computeStatus computes the pod's API status, stores it and hands it to
+// the status manager.
+func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminating bool) v1.PodStatus {
 	old, ok := k.statuses.Get(pod.UID)
 	if !ok {
 		old = pod.Status
@@ -70,8 +78,12 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus) v1.PodStat
 		RuntimeName: k.cri.RuntimeName,
 		HostIPs:     k.hostIPs,
 		Now:         time.Now(),
+		Terminating: terminating,
 	})
 	k.statuses.Set(pod.UID, s)
+	if k.statusMgr != nil {
+		k.statusMgr.SetPodStatus(pod, s)
+	}
 	return s
 }
 

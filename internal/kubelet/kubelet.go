@@ -1,7 +1,7 @@
 // Package kubelet wires Skiff together: pod sources feed the pod manager,
 // whose changes go to the pod workers; PLEG events wake the workers; the
-// workers sync pods through the runtime manager and record statuses that
-// the server shows.
+// workers sync pods through the runtime manager and record statuses, which
+// the status manager reports to the apiserver and the server shows.
 package kubelet
 
 import (
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
@@ -21,18 +22,19 @@ import (
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
+	"github.com/skiff-sh/skiff/internal/podsource/apiserver"
 	"github.com/skiff-sh/skiff/internal/podsource/file"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/server"
 	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/statusmanager"
 )
 
 const (
-	plegPeriod          = time.Second
-	housekeepingPeriod  = 2 * time.Second
-	defaultPodLogsDir   = "/var/log/pods"
-	errorBackOffPeriod  = 10 * time.Second
-	runtimeDialAttempts = 3
+	plegPeriod         = time.Second
+	housekeepingPeriod = 2 * time.Second
+	defaultPodLogsDir  = "/var/log/pods"
+	errorBackOffPeriod = 10 * time.Second
 )
 
 // Kubelet is one running Skiff.
@@ -47,17 +49,25 @@ type Kubelet struct {
 	statuses *status.Store
 	hostIPs  []string
 	sources  []string // names of the configured sources
+	recorder podruntime.Recorder
 
-	mu      sync.Mutex
-	reasons map[types.UID]map[string]*podruntime.ContainerError
+	// Cluster mode only; nil when standalone.
+	client    kubernetes.Interface
+	statusMgr *statusmanager.Manager
+	node      nodeInfo
+
+	mu       sync.Mutex
+	reasons  map[types.UID]map[string]*podruntime.ContainerError
+	rejected map[types.UID]bool // pods admission refused
+	pending  map[types.UID]bool // pods waiting for the Node before admission
 }
 
 // Run runs Skiff until ctx ends. Pods keep running when it returns: a
 // restarted Skiff adopts them.
 func Run(ctx context.Context, cfg Config) error {
 	kc := cfg.Kubelet
-	if cfg.Kubeconfig != "" || cfg.BootstrapKubeconfig != "" {
-		return errors.New("--kubeconfig and --bootstrap-kubeconfig are not supported yet: Skiff runs standalone (static pods only)")
+	if cfg.Kubeconfig == "" && cfg.BootstrapKubeconfig != "" {
+		return errors.New("--bootstrap-kubeconfig is not supported yet: give a --kubeconfig with the node's credentials")
 	}
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return fmt.Errorf("create root directory: %w", err)
@@ -68,6 +78,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", client.RuntimeName, "version", client.RuntimeVersion)
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	k := &Kubelet{
 		cfg:      cfg,
 		cri:      client,
@@ -75,7 +87,17 @@ func Run(ctx context.Context, cfg Config) error {
 		pods:     newPodManager(),
 		statuses: status.NewStore(),
 		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
+		rejected: map[types.UID]bool{},
+		pending:  map[types.UID]bool{},
 		hostIPs:  hostIPs(cfg.NodeIP),
+		recorder: logRecorder{},
+	}
+	if cfg.Kubeconfig != "" {
+		if k.client, err = newClient(cfg); err != nil {
+			return err
+		}
+		k.recorder = newEventRecorder(ctx, k.client, cfg)
+		k.statusMgr = statusmanager.New(k.client, k)
 	}
 	logsDir := kc.PodLogsDir
 	if logsDir == "" {
@@ -83,43 +105,51 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	k.runtime = podruntime.New(podruntime.Config{
 		CRI:        client,
-		Recorder:   logRecorder{},
+		Recorder:   k.recorder,
 		PauseImage: cfg.PodInfraContainerImage,
 		PodLogsDir: logsDir,
 		NodeName:   cfg.NodeName,
 		NodeIP:     first(k.hostIPs),
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	k.workers = podworker.New(ctx, podworker.Config{
 		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod,
 	})
+
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer k.workers.Wait()
+	spawn := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
 	updates := make(chan podsource.Update, 16)
 	if kc.StaticPodPath != "" {
 		k.sources = append(k.sources, podsource.File)
 		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: cfg.NodeName, Period: kc.FileCheckFrequency.Duration})
-		wg.Add(1)
-		go func() { defer wg.Done(); src.Run(ctx, updates) }()
+		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); k.pleg.Run(ctx) }()
+	if k.client != nil {
+		if err := k.startNode(ctx, spawn); err != nil {
+			return err
+		}
+		k.sources = append(k.sources, podsource.APIServer)
+		spawn(func(ctx context.Context) {
+			apiserver.Run(ctx, apiserver.Config{Client: k.client, NodeName: cfg.NodeName}, updates)
+		})
+		spawn(k.statusMgr.Run)
+	}
+	spawn(k.pleg.Run)
 	if kc.ReadOnlyPort > 0 {
 		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		spawn(func(ctx context.Context) {
 			if err := srv.Run(ctx); err != nil {
 				klog.ErrorS(err, "Read-only server stopped")
 				cancel()
 			}
-		}()
+		})
 	}
-	klog.InfoS("Skiff started", "node", cfg.NodeName, "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
+	klog.InfoS("Skiff started", "node", cfg.NodeName, "standalone", k.client == nil, "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
 	k.syncLoop(ctx, updates)
 	klog.InfoS("Skiff stopping; pods keep running")
 	return nil

@@ -2,8 +2,10 @@ package kubelet
 
 import (
 	"context"
+	"sort"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -20,26 +22,63 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podsource.Update)
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			updated, removed := k.pods.apply(u)
-			for _, p := range removed {
-				klog.InfoS("Pod removed from its source", "pod", klog.KObj(p), "source", u.Source)
-				k.workers.Remove(cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}, nil)
-			}
-			for _, p := range updated {
-				k.workers.Update(p)
-			}
+			k.handleUpdate(u)
 		case e := <-k.pleg.Events():
 			klog.V(4).InfoS("PLEG event", "podUID", e.ID, "type", e.Type, "id", e.Data)
 			k.workers.Notify(e.ID)
 		case <-housekeeping.C:
-			k.housekeeping()
+			k.housekeeping(ctx)
 		}
 	}
 }
 
-// housekeeping stops pods the runtime runs that no source wants (once every
-// source has spoken, so a restarted Skiff never kills what it will adopt).
-func (k *Kubelet) housekeeping() {
+func (k *Kubelet) handleUpdate(u podsource.Update) {
+	ch := k.pods.apply(u)
+	for _, p := range ch.removed {
+		klog.V(2).InfoS("Pod removed from its source", "pod", klog.KObj(p), "source", u.Source)
+		k.workers.Remove(refOf(p), nil)
+		k.forget(p)
+	}
+	// Admit in creation order, as upstream, so earlier pods win resources.
+	sort.SliceStable(ch.updated, func(i, j int) bool {
+		return ch.updated[i].CreationTimestamp.Before(&ch.updated[j].CreationTimestamp)
+	})
+	for _, p := range ch.updated {
+		k.handlePod(p)
+	}
+	for _, name := range ch.mirrors {
+		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
+			k.workers.Notify(p.UID) // its mirror pod changed or went: re-sync it
+		}
+	}
+}
+
+// handlePod acts on a new or changed pod.
+func (k *Kubelet) handlePod(p *v1.Pod) {
+	if k.statusMgr != nil {
+		k.statusMgr.PodUpdated(p)
+	}
+	if k.isRejected(p) {
+		return
+	}
+	known := k.workers.Has(p.UID)
+	if !known && p.DeletionTimestamp == nil && !k.admit(p) {
+		return
+	}
+	k.workers.Update(p)
+	if p.DeletionTimestamp != nil {
+		k.workers.Terminate(p, p.DeletionGracePeriodSeconds)
+	}
+}
+
+// housekeeping admits pods that waited for the Node, stops pods the runtime
+// runs that no source wants, and deletes mirror pods of static pods that
+// are gone — the last two only once every source has spoken, so a
+// restarted Skiff never kills what it is about to adopt.
+func (k *Kubelet) housekeeping(ctx context.Context) {
+	for _, p := range k.pendingPods() {
+		k.handlePod(p)
+	}
 	if !k.pods.ready(k.sources) {
 		return
 	}
@@ -50,5 +89,26 @@ func (k *Kubelet) housekeeping() {
 		klog.InfoS("Stopping orphaned pod", "pod", klog.KRef(ref.Namespace, ref.Name), "podUID", ref.UID)
 		k.workers.Remove(ref, nil)
 	}
+	if k.client != nil {
+		for _, mp := range k.pods.orphanedMirrors() {
+			if err := k.deleteMirrorPod(ctx, mp); err != nil {
+				klog.ErrorS(err, "Failed to delete orphaned mirror pod", "pod", klog.KObj(mp))
+			}
+		}
+	}
 	k.runtime.GC()
+}
+
+func (k *Kubelet) forget(p *v1.Pod) {
+	if k.statusMgr != nil {
+		k.statusMgr.RemovePod(p.UID)
+	}
+	k.mu.Lock()
+	delete(k.rejected, p.UID)
+	delete(k.pending, p.UID)
+	k.mu.Unlock()
+}
+
+func refOf(p *v1.Pod) cri.PodRef {
+	return cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}
 }

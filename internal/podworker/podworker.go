@@ -126,6 +126,24 @@ func (w *Workers) Remove(ref cri.PodRef, grace *int64) {
 	wk.poke()
 }
 
+// Terminate stops a pod that is still wanted but must not run any more
+// (the apiserver deleted it): its containers get grace seconds. The pod
+// is forgotten only once Remove is called too.
+func (w *Workers) Terminate(pod *v1.Pod, grace *int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wk, ok := w.workers[pod.UID]
+	if !ok {
+		return
+	}
+	wk.pod = pod
+	if wk.phase == Syncing {
+		wk.phase = Terminating
+		wk.grace = grace
+	}
+	wk.poke()
+}
+
 // Notify asks for a sync of the pod because something changed in the runtime.
 func (w *Workers) Notify(uid types.UID) {
 	w.mu.Lock()

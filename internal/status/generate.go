@@ -23,6 +23,9 @@ type Input struct {
 	RuntimeName string       // prefixes container IDs: "containerd"
 	HostIPs     []string
 	Now         time.Time
+	// Terminating: the pod is being stopped for good (deleted), so once
+	// nothing runs its phase is terminal whatever its restart policy.
+	Terminating bool
 }
 
 // Generate computes the pod's status.
@@ -71,6 +74,9 @@ func Generate(in Input) v1.PodStatus {
 		s.ContainerStatuses = append(s.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], false, appWaiting))
 	}
 	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
+	if in.Terminating && !IsTerminal(s.Phase) && !anyRunning(s.InitContainerStatuses, s.ContainerStatuses) {
+		s.Phase = terminalPhase(s.ContainerStatuses)
+	}
 	if IsTerminal(in.Old.Phase) && !IsTerminal(s.Phase) {
 		s.Phase = in.Old.Phase // a terminal phase never regresses
 	}
@@ -155,4 +161,30 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+func anyRunning(lists ...[]v1.ContainerStatus) bool {
+	for _, l := range lists {
+		for _, cs := range l {
+			if cs.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// terminalPhase is the phase of a stopped pod: Succeeded when every
+// container exited 0, as upstream decides for deleted pods.
+func terminalPhase(statuses []v1.ContainerStatus) v1.PodPhase {
+	for _, cs := range statuses {
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t == nil || t.ExitCode != 0 {
+			return v1.PodFailed
+		}
+	}
+	return v1.PodSucceeded
 }

@@ -1,0 +1,187 @@
+// Package statusmanager reports pod statuses to the apiserver: it keeps the
+// latest status Skiff computed for every pod, patches pods/status when that
+// differs from what the apiserver holds, retries until it lands (also across
+// apiserver outages), and deletes a pod's API object once the pod was deleted
+// and every container of it is gone. Static pods report through their mirror
+// pods.
+//
+// Patches are computed against the newest copy of the pod it knows — the
+// informer's or the response to its own last patch, whichever is newer — so
+// reporting a status costs one request and no GET.
+package statusmanager
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// Pods is what the manager needs to know of the pods on the node.
+type Pods interface {
+	// Latest returns the apiserver's newest known copy of the pod the status
+	// of pod is reported on: pod itself, or the mirror pod of a static pod.
+	// ok is false when there is none (yet).
+	Latest(pod *v1.Pod) (target *v1.Pod, ok bool)
+}
+
+// syncPeriod is how often unsynced statuses are retried, as upstream.
+const syncPeriod = 10 * time.Second
+
+// Manager reports pod statuses.
+type Manager struct {
+	client kubernetes.Interface
+	pods   Pods
+
+	mu      sync.Mutex
+	entries map[types.UID]*entry
+	dirty   chan struct{}
+}
+
+type entry struct {
+	pod        *v1.Pod // the pod as the kubelet runs it
+	status     v1.PodStatus
+	version    uint64 // bumped on every change of status
+	synced     uint64 // version last written to the apiserver
+	target     types.UID
+	patched    *v1.Pod // the apiserver's response to the last patch
+	terminated bool    // no container of the pod runs any more
+	deleted    bool    // the API object is gone
+}
+
+// New returns a Manager.
+func New(client kubernetes.Interface, pods Pods) *Manager {
+	return &Manager{client: client, pods: pods, entries: map[types.UID]*entry{}, dirty: make(chan struct{}, 1)}
+}
+
+// SetPodStatus records the pod's latest status and reports it if it changed.
+func (m *Manager) SetPodStatus(pod *v1.Pod, s v1.PodStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[pod.UID]
+	if e == nil {
+		e = &entry{}
+		m.entries[pod.UID] = e
+	}
+	e.pod = pod
+	if e.version > 0 && equalIgnoringTimes(e.status, s) {
+		return
+	}
+	e.status = *s.DeepCopy()
+	e.version++
+	m.markDirty()
+}
+
+// TerminatePod records that none of the pod's containers runs any more: a
+// deleted pod's API object can now go.
+func (m *Manager) TerminatePod(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.entries[pod.UID]; e != nil {
+		e.pod, e.terminated = pod, true
+		m.markDirty()
+	}
+}
+
+// PodUpdated tells the manager the pod changed in the apiserver (e.g. it
+// got a deletionTimestamp), so it is looked at again.
+func (m *Manager) PodUpdated(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.entries[pod.UID]; e != nil {
+		e.pod = pod
+		m.markDirty()
+	}
+}
+
+// RemovePod forgets a pod no source wants any more.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, uid)
+}
+
+// Status returns the latest status recorded for a pod.
+func (m *Manager) Status(uid types.UID) (v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.entries[uid]; e != nil {
+		return e.status, true
+	}
+	return v1.PodStatus{}, false
+}
+
+func (m *Manager) markDirty() {
+	select {
+	case m.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Run reports statuses until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(syncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.dirty:
+		case <-t.C:
+		}
+		m.syncAll(ctx)
+	}
+}
+
+// syncAll reports every status that is not yet in the apiserver and deletes
+// pods that may go. Requests run a few at a time so one slow pod does not
+// hold up the rest.
+func (m *Manager) syncAll(ctx context.Context) {
+	m.mu.Lock()
+	var todo []types.UID
+	for uid, e := range m.entries {
+		if !e.deleted && (e.synced < e.version || m.mayDelete(e)) {
+			todo = append(todo, uid)
+		}
+	}
+	m.mu.Unlock()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, uid := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m.syncPod(ctx, uid)
+		}()
+	}
+	wg.Wait()
+}
+
+// mayDelete: the pod was deleted, nothing of it runs, its final status is in.
+func (m *Manager) mayDelete(e *entry) bool {
+	return e.terminated && e.pod.DeletionTimestamp != nil && e.synced == e.version
+}
+
+// newer returns whichever of two copies of a pod the apiserver wrote last.
+func newer(a, b *v1.Pod) *v1.Pod {
+	if a == nil {
+		return b
+	}
+	if b == nil || a.UID != b.UID {
+		return a
+	}
+	ra, _ := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, _ := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	if rb > ra {
+		return b
+	}
+	return a
+}
+
+func logPod(p *v1.Pod) klog.ObjectRef { return klog.KObj(p) }

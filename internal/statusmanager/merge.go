@@ -1,0 +1,62 @@
+package statusmanager
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// kubeletConditions are the pod conditions the kubelet owns; others (the
+// scheduler's PodScheduled, DisruptionTarget, readiness gates) are kept as
+// the apiserver has them.
+var kubeletConditions = map[v1.PodConditionType]bool{
+	v1.PodReadyToStartContainers: true,
+	v1.PodInitialized:            true,
+	v1.ContainersReady:           true,
+	v1.PodReady:                  true,
+}
+
+// mergeStatus combines the status the apiserver holds with the kubelet's,
+// as upstream's mergePodStatus: kubelet-owned conditions from the kubelet,
+// other conditions kept, PodScheduled added only if missing, and a terminal
+// phase never regressing.
+func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
+	out := *kubelet.DeepCopy()
+	out.Conditions = nil
+	have := map[v1.PodConditionType]bool{}
+	for _, c := range api.Conditions {
+		if !kubeletConditions[c.Type] {
+			out.Conditions = append(out.Conditions, c)
+			have[c.Type] = true
+		}
+	}
+	for _, c := range kubelet.Conditions {
+		if kubeletConditions[c.Type] || !have[c.Type] {
+			out.Conditions = append(out.Conditions, c)
+		}
+	}
+	if isTerminal(api.Phase) && !isTerminal(out.Phase) {
+		out.Phase = api.Phase
+	}
+	if out.StartTime == nil {
+		out.StartTime = api.StartTime
+	}
+	if api.NominatedNodeName != "" {
+		out.NominatedNodeName = api.NominatedNodeName
+	}
+	return out
+}
+
+func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// equalIgnoringTimes compares statuses with condition probe times cleared,
+// so heartbeats alone don't cause writes.
+func equalIgnoringTimes(a, b v1.PodStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, s := range []*v1.PodStatus{&a, &b} {
+		for i := range s.Conditions {
+			s.Conditions[i].LastProbeTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
