@@ -32,7 +32,6 @@ func (w *Workers) run(wk *worker) {
 		pod, phase, grace := wk.pod, wk.phase, wk.grace
 		w.mu.Unlock()
 
-		start := time.Now()
 		st, err := w.cfg.Cache.GetNewerThan(ctx, wk.ref.UID, lastSync)
 		if ctx.Err() != nil {
 			return
@@ -77,7 +76,9 @@ func (w *Workers) run(wk *worker) {
 				next = -1 // idle until removed
 			}
 		}
-		lastSync = start
+		// The next sync waits for a status observed after this one ended,
+		// so it sees what this one did (upstream sets lastSyncTime here).
+		lastSync = time.Now()
 		if next >= 0 {
 			timer.Reset(next)
 		}
