@@ -101,12 +101,14 @@ func (w *Workers) Update(pod *v1.Pod) {
 		wk.poke()
 		return
 	}
-	wk := w.startLocked(cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, pod)
+	// Found before the goroutine starts: it reads previous unlocked.
+	var previous *worker
 	for _, other := range w.workers {
-		if other != wk && other.ref.Name == pod.Name && other.ref.Namespace == pod.Namespace {
-			wk.previous = other
+		if other.ref.Name == pod.Name && other.ref.Namespace == pod.Namespace {
+			previous = other
 		}
 	}
+	w.startLocked(cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, pod, previous)
 }
 
 // Remove terminates a pod no source wants any more and forgets it once its
@@ -116,7 +118,7 @@ func (w *Workers) Remove(ref cri.PodRef, grace *int64) {
 	defer w.mu.Unlock()
 	wk, ok := w.workers[ref.UID]
 	if !ok {
-		wk = w.startLocked(ref, nil)
+		wk = w.startLocked(ref, nil, nil)
 	}
 	wk.removed = true
 	if wk.phase == Syncing {
@@ -172,8 +174,8 @@ func (w *Workers) Phase(uid types.UID) (Phase, bool) {
 	return wk.phase, true
 }
 
-func (w *Workers) startLocked(ref cri.PodRef, pod *v1.Pod) *worker {
-	wk := &worker{ref: ref, pod: pod, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func (w *Workers) startLocked(ref cri.PodRef, pod *v1.Pod, previous *worker) *worker {
+	wk := &worker{ref: ref, pod: pod, wake: make(chan struct{}, 1), done: make(chan struct{}), previous: previous}
 	w.workers[ref.UID] = wk
 	w.wg.Add(1)
 	go w.run(wk)
