@@ -172,4 +172,3 @@ func TestMissingMirrorPodIsRetriedLater(t *testing.T) {
 		t.Error("status not reported once the mirror pod appeared")
 	}
 }
-
