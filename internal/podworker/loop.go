@@ -30,6 +30,13 @@ func (w *Workers) run(wk *worker) {
 		}
 		w.mu.Lock()
 		pod, phase, grace := wk.pod, wk.phase, wk.grace
+		// Pokes happen under w.mu after the change they announce: one
+		// still pending is covered by what was just read, so drop it
+		// rather than sync again for it.
+		select {
+		case <-wk.wake:
+		default:
+		}
 		w.mu.Unlock()
 
 		st, err := w.cfg.Cache.GetNewerThan(ctx, wk.ref.UID, lastSync)
