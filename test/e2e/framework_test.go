@@ -63,6 +63,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopCluster()
 	removeTestPods()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -76,6 +77,7 @@ type node struct {
 	config    string
 	port      int
 	logPath   string
+	args      []string // extra flags for every start
 	cmd       *exec.Cmd
 	exited    chan struct{}
 }
@@ -126,7 +128,7 @@ func (n *node) start(extraArgs ...string) {
 		"--pod-manifest-path", n.manifests,
 		"--hostname-override", nodeName,
 		"--v", "2",
-	}, extraArgs...)
+	}, append(n.args, extraArgs...)...)
 	n.cmd = exec.Command(skiffBin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	must(n.t, n.cmd.Start())
