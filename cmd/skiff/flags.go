@@ -41,6 +41,9 @@ type options struct {
 	containerRuntimeEndpoint string
 	podManifestPath          string
 	podInfraContainerImage   string
+	nodeLabels               map[string]string
+	registerNode             bool
+	registerWithTaints       []string
 	version                  bool
 }
 
@@ -63,6 +66,9 @@ func newFlagSet(o *options, output io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "", "The endpoint of the container runtime service. Unix domain sockets are supported on Linux, e.g. 'unix:///path/to/runtime.sock'. Overrides containerRuntimeEndpoint in the --config file.")
 	fs.StringVar(&o.podManifestPath, "pod-manifest-path", "", "Path to the directory containing static pod files to run, or the path to a single static pod file. Files starting with dots will be ignored. Overrides staticPodPath in the --config file.")
 	fs.StringVar(&o.podInfraContainerImage, "pod-infra-container-image", defaultPodInfraContainerImage, "The image whose network/IPC namespaces the containers in each pod will use (the pause image).")
+	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "Labels to add when registering the node in the cluster. Labels must be key=value pairs separated by ','.")
+	fs.BoolVar(&o.registerNode, "register-node", true, "Register the node with the apiserver. Overrides registerNode in the --config file.")
+	fs.StringSliceVar(&o.registerWithTaints, "register-with-taints", nil, "Register the node with the given list of taints (comma separated \"<key>=<value>:<effect>\"). No-op if register-node is false. Overrides registerWithTaints in the --config file.")
 	fs.BoolVar(&o.version, "version", false, "Print version information and quit.")
 
 	gofs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
@@ -117,6 +123,16 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 	if fs.Changed("pod-manifest-path") {
 		kc.StaticPodPath = o.podManifestPath
 	}
+	if fs.Changed("register-node") {
+		kc.RegisterNode = &o.registerNode
+	}
+	if fs.Changed("register-with-taints") {
+		taints, err := parseTaints(o.registerWithTaints)
+		if err != nil {
+			return kubelet.Config{}, flagError{fmt.Errorf("--register-with-taints: %w", err)}
+		}
+		kc.RegisterWithTaints = taints
+	}
 	config.SetDefaults(kc)
 	if err := config.Validate(kc); err != nil {
 		return kubelet.Config{}, fmt.Errorf("invalid kubelet configuration:\n%w", err)
@@ -147,5 +163,6 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 		Kubeconfig:             o.kubeconfig,
 		BootstrapKubeconfig:    o.bootstrapKubeconfig,
 		PodInfraContainerImage: o.podInfraContainerImage,
+		NodeLabels:             o.nodeLabels,
 	}, nil
 }

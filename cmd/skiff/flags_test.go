@@ -242,3 +242,27 @@ func (r *result) eq(t *testing.T, what string, got, want any) {
 		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
+
+func TestNodeRegistrationFlags(t *testing.T) {
+	cfg, err := parseConfig([]string{"--hostname-override", "n1", "--node-labels", "a=1,b.example.com/x=y",
+		"--register-node=false", "--register-with-taints", "dedicated=infra:NoSchedule,gpu:NoExecute"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeLabels["a"] != "1" || cfg.NodeLabels["b.example.com/x"] != "y" {
+		t.Errorf("node labels %v", cfg.NodeLabels)
+	}
+	if r := cfg.Kubelet.RegisterNode; r == nil || *r {
+		t.Errorf("registerNode %v, want false", r)
+	}
+	taints := cfg.Kubelet.RegisterWithTaints
+	if len(taints) != 2 || taints[0].Key != "dedicated" || taints[0].Value != "infra" || taints[0].Effect != "NoSchedule" ||
+		taints[1].Key != "gpu" || taints[1].Value != "" || taints[1].Effect != "NoExecute" {
+		t.Errorf("taints %+v", taints)
+	}
+	for _, bad := range []string{"novalue", "k=v:Sometimes", "bad key=v:NoSchedule"} {
+		if _, err := parseConfig([]string{"--hostname-override", "n1", "--register-with-taints", bad}); err == nil {
+			t.Errorf("taint %q accepted", bad)
+		}
+	}
+}

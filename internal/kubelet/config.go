@@ -15,4 +15,6 @@ type Config struct {
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
 	// PodInfraContainerImage is the sandbox (pause) image.
 	PodInfraContainerImage string
+	// NodeLabels are added to the Node at registration (--node-labels).
+	NodeLabels map[string]string
 }
