@@ -30,7 +30,9 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 	case container.StateRunning:
 		s.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 		s.Started = ptr(true)
-		s.Ready = true // no readiness probe support yet: running is ready
+		// No readiness probe support yet: running is ready, except for a
+		// regular init container, which is ready only once it exited 0.
+		s.Ready = !isInit || isSidecar(c)
 		if len(instances) > 1 && instances[1].State == container.StateExited {
 			s.LastTerminationState.Terminated = terminated(in.RuntimeName, instances[1])
 		}
@@ -43,8 +45,9 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 		} else {
 			s.State.Terminated = t
 		}
-		// A finished init container is ready: its work is done.
-		s.Ready = isInit && cur.ExitCode == 0
+		// A finished init container is ready: its work is done. A sidecar
+		// that stopped is not.
+		s.Ready = isInit && !isSidecar(c) && s.State.Terminated != nil && cur.ExitCode == 0
 	default:
 		s.Started = ptr(false)
 		s.State.Waiting = waiting(in.Waiting[c.Name], podruntime.ReasonContainerCreating)
