@@ -57,17 +57,13 @@ func Generate(in Input) v1.PodStatus {
 		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 	}
 
-	initDone := true
 	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		cs := in.containerStatus(c, true, podruntime.ReasonPodInitializing)
-		if c.RestartPolicy == nil && (cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0) {
-			initDone = false
-		}
-		s.InitContainerStatuses = append(s.InitContainerStatuses, cs)
+		s.InitContainerStatuses = append(s.InitContainerStatuses, in.containerStatus(&pod.Spec.InitContainers[i], true, podruntime.ReasonPodInitializing))
 	}
+	// As upstream, a container not created yet of a pod with init
+	// containers waits with PodInitializing, even once they are done.
 	appWaiting := podruntime.ReasonContainerCreating
-	if !initDone {
+	if len(pod.Spec.InitContainers) > 0 {
 		appWaiting = podruntime.ReasonPodInitializing
 	}
 	for i := range pod.Spec.Containers {
