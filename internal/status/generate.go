@@ -126,8 +126,11 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 		}
 	}
 	reason, msg := "ContainersNotReady", incomplete("unready", notReady)
-	if terminal {
+	switch s.Phase {
+	case v1.PodSucceeded:
 		reason, msg = "PodCompleted", ""
+	case v1.PodFailed:
+		reason, msg = "PodFailed", ""
 	}
 	ready := len(notReady) == 0 && !terminal
 	add(v1.ContainersReady, ready, reason, msg)
