@@ -112,7 +112,10 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 			notInit = append(notInit, c.Name)
 		}
 	}
-	add(v1.PodInitialized, len(notInit) == 0, "ContainersNotInitialized", incomplete("incomplete", notInit))
+	add(v1.PodInitialized, len(notInit) == 0 || s.Phase == v1.PodSucceeded, "ContainersNotInitialized", incomplete("incomplete", notInit))
+	if s.Phase == v1.PodSucceeded {
+		conds[len(conds)-1].Reason = "PodCompleted" // as upstream, though True
+	}
 
 	var notReady []string
 	for i, c := range pod.Spec.InitContainers {
