@@ -112,7 +112,13 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 			notInit = append(notInit, c.Name)
 		}
 	}
-	add(v1.PodInitialized, len(notInit) == 0 || s.Phase == v1.PodSucceeded, "ContainersNotInitialized", incomplete("incomplete", notInit))
+	// As upstream, a pod whose regular containers have run has initialized,
+	// even while its init containers run again in a new sandbox.
+	started := false
+	for _, cs := range s.ContainerStatuses {
+		started = started || cs.State.Running != nil || cs.State.Terminated != nil
+	}
+	add(v1.PodInitialized, len(notInit) == 0 || started || s.Phase == v1.PodSucceeded, "ContainersNotInitialized", incomplete("incomplete", notInit))
 	if s.Phase == v1.PodSucceeded {
 		conds[len(conds)-1].Reason = "PodCompleted" // as upstream, though True
 	}
