@@ -1,0 +1,102 @@
+package nodestatus
+
+import (
+	"context"
+	goruntime "runtime"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// capacity is the machine's capacity now (the root filesystem is measured
+// each time, the rest was read at startup).
+func (c *Controller) capacity() v1.ResourceList {
+	ephemeral := int64(-1)
+	if ptr.Deref(c.kc.LocalStorageCapacityIsolation, true) {
+		if b, err := c.rootFS(); err != nil {
+			klog.ErrorS(err, "Cannot measure the root filesystem; ephemeral-storage capacity left as is", "rootDir", c.cfg.RootDir)
+		} else {
+			ephemeral = b
+		}
+	}
+	return c.machine.capacity(podsCapacity(c.kc, c.machine.numCPU), ephemeral)
+}
+
+// setNodeStatus fills in node.Status in place from the machine, the runtime
+// and the configuration, as upstream's status setters do. The runtime state
+// must have been updated by the caller.
+func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
+	now := metav1.NewTime(c.clock.Now())
+	if addrs, err := c.addresses(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to set node addresses", "node", klog.KObj(node))
+	} else {
+		node.Status.Addresses = addrs
+	}
+	c.setMachineInfo(node)
+	c.setVersionInfo(node)
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = c.kc.Port
+
+	event := func(reason string) { c.nodeEvent(v1.EventTypeNormal, reason) }
+	for _, p := range pressures {
+		setPressure(node, p, false, now, event)
+	}
+	ready := setReady(node, c.runtime.errors(), requiredCapacity(ptr.Deref(c.kc.LocalStorageCapacityIsolation, true)), now, event)
+	if ready.Status != v1.ConditionTrue && ready.LastTransitionTime.Equal(&now) {
+		klog.FromContext(ctx).Info("Node became not ready", "node", klog.KObj(node), "condition", ready)
+	}
+}
+
+// setMachineInfo sets capacity, allocatable and the machine's identity.
+// Capacity entries someone else manages (extended resources) are kept.
+func (c *Controller) setMachineInfo(node *v1.Node) {
+	capacity := c.capacity()
+	if node.Status.Capacity == nil {
+		node.Status.Capacity = v1.ResourceList{}
+	}
+	for name, q := range capacity {
+		node.Status.Capacity[name] = q
+	}
+	info := &node.Status.NodeInfo
+	info.MachineID, info.SystemUUID = c.machine.machineID, c.machine.systemUUID
+	if info.BootID != "" && info.BootID != c.machine.bootID {
+		c.recordEvent(v1.EventTypeWarning, "Rebooted", "Node %s has been rebooted, boot id: %s", c.cfg.NodeName, c.machine.bootID)
+	}
+	info.BootID = c.machine.bootID
+
+	if node.Status.Allocatable == nil {
+		node.Status.Allocatable = v1.ResourceList{}
+	}
+	for name := range node.Status.Allocatable {
+		if _, ok := node.Status.Capacity[name]; !ok && isExtendedResource(name) {
+			delete(node.Status.Allocatable, name)
+		}
+	}
+	for name, q := range allocatable(node.Status.Capacity, c.res.reserved(capacity)) {
+		node.Status.Allocatable[name] = q
+	}
+	c.mu.Lock()
+	c.allocatable = node.Status.Allocatable.DeepCopy()
+	c.mu.Unlock()
+}
+
+// setVersionInfo sets the software half of nodeInfo.
+func (c *Controller) setVersionInfo(node *v1.Node) {
+	info := &node.Status.NodeInfo
+	info.KernelVersion = c.machine.kernelVersion
+	info.OSImage = c.machine.osImage
+	info.OperatingSystem, info.Architecture = goruntime.GOOS, goruntime.GOARCH
+	info.KubeletVersion = c.version
+	var handlers []v1.NodeRuntimeHandler
+	info.ContainerRuntimeVersion, handlers, node.Status.Features = c.runtime.info()
+	node.Status.RuntimeHandlers = handlers
+}
+
+// isExtendedResource reports a resource outside the kubernetes.io domain,
+// e.g. one a device plugin advertises.
+func isExtendedResource(name v1.ResourceName) bool {
+	s := string(name)
+	return strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") && !strings.HasPrefix(s, "requests.")
+}
