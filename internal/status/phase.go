@@ -42,11 +42,8 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase
 				succeeded++
 			}
 		case s.State.Waiting != nil:
-			if t := s.LastTerminationState.Terminated; t != nil {
-				stopped++
-				if t.ExitCode == 0 {
-					succeeded++
-				}
+			if s.LastTerminationState.Terminated != nil {
+				stopped++ // to be restarted: not succeeded, as upstream
 			} else {
 				waiting++
 			}
