@@ -3,7 +3,8 @@
 # state and socket, so it never touches (or fights with) a system containerd
 # on /run/containerd.
 #
-#   hack/containerd.sh start   # idempotent; also builds and imports the images
+#   hack/containerd.sh start   # idempotent; also builds and imports the images,
+#                              # and restarts containerd if its config changed
 #   hack/containerd.sh stop    # stops containerd AND kills its containers
 #   hack/containerd.sh status
 #
@@ -23,6 +24,10 @@ PIDFILE=/run/skiff-dev/containerd.pid
 LOG=/var/log/skiff-dev/containerd.log
 CONFIG=$ETC/containerd.toml
 CNI_CONF_DIR=$ETC/cni/net.d
+# Outside CNI_CONF_DIR: containerd would load it as a network config there.
+CNI_TEMPLATE=$ETC/cni/skiff.conflist.template
+# The static config older versions of this script wrote.
+LEGACY_CONFLIST=$CNI_CONF_DIR/10-skiff.conflist
 
 PAUSE_IMAGE=skiff.local/pause:3.10
 BUSYBOX_IMAGE=skiff.local/busybox:1.35
@@ -44,6 +49,9 @@ snapshotter() {
 	if [[ "$(stat -f -c %T "$ROOT")" == overlayfs ]]; then echo native; else echo overlayfs; fi
 }
 
+# write_config writes containerd's config and the CNI config template, and
+# sets CONFIG_CHANGED=1 when the containerd config changed.
+CONFIG_CHANGED=
 write_config() {
 	mkdir -p "$ETC" "$CNI_CONF_DIR" "$ROOT" "$STATE" "$(dirname "$LOG")"
 	# version 2 config. Why each non-default setting is here:
@@ -56,7 +64,16 @@ write_config() {
 	# - disabled plugins: snapshotters that cannot work here only log errors;
 	#   "opt" would create /opt/containerd. (Do not disable runtime.v1.linux:
 	#   tasks-service requires it, and without that the CRI plugin fails.)
-	cat >"$CONFIG" <<EOF
+	# - conf_template: the pod network comes from the kubelet's pod CIDR, as
+	#   on a real node. The kubelet's UpdateRuntimeConfig call (standalone:
+	#   its config's podCIDR; in a cluster: the Node's spec.podCIDRs) makes
+	#   the CRI plugin write $CNI_CONF_DIR/10-containerd-net.conflist from
+	#   the template; until then the runtime reports NetworkReady=false.
+	#   containerd writes it only while no network config exists, so the
+	#   first pod CIDR it is given sticks until that file is removed.
+	local new
+	new=$(mktemp "$CONFIG.XXXXXX")
+	cat >"$new" <<EOF
 version = 2
 root = "$ROOT"
 state = "$STATE"
@@ -83,11 +100,14 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CNI_CONF_DIR"
+    conf_template = "$CNI_TEMPLATE"
 EOF
 	# The CRI plugin adds the loopback interface itself (from bin_dir), so
 	# the list only needs the pod network: a bridge with NAT to the outside
 	# and portmap for hostPort. host-local keeps its leases under our root.
-	cat >"$CNI_CONF_DIR/10-skiff.conflist" <<'EOF'
+	# containerd fills in (Go template) one range per pod CIDR and a default
+	# route per IP family.
+	cat >"$CNI_TEMPLATE" <<'EOF'
 {
   "cniVersion": "1.0.0",
   "name": "skiff",
@@ -101,14 +121,23 @@ EOF
       "ipam": {
         "type": "host-local",
         "dataDir": "/var/lib/skiff-dev/cni/networks",
-        "ranges": [[{ "subnet": "10.88.0.0/16" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
+        "ranges": [{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{ "subnet": "{{$r}}" }]{{end}}],
+        "routes": [{{range $i, $r := .Routes}}{{if $i}}, {{end}}{ "dst": "{{$r}}" }{{end}}]
       }
     },
     { "type": "portmap", "capabilities": { "portMappings": true } }
   ]
 }
 EOF
+	# A static network config would keep containerd from ever using the
+	# template.
+	rm -f "$LEGACY_CONFLIST"
+	if cmp -s "$new" "$CONFIG"; then
+		rm -f "$new"
+	else
+		mv "$new" "$CONFIG"
+		CONFIG_CHANGED=1
+	fi
 }
 
 # build_image NAME ociimage-flags...: builds an archive and imports it into
@@ -137,10 +166,29 @@ ensure_images() {
 	build_image "$BUSYBOX_IMAGE" --add /bin/busybox:/bin/busybox --busybox-links --base-files --cmd sh
 }
 
+# stop_daemon stops our containerd process only: shims and containers keep
+# running, and the restarted containerd adopts them.
+stop_daemon() {
+	local pid=$1
+	kill -TERM "$pid"
+	for _ in $(seq 50); do [[ -d /proc/$pid ]] || return 0; sleep 0.2; done
+	kill -KILL "$pid"
+	sleep 0.2
+}
+
 start() {
+	local pid
+	write_config
+	if [[ -n "$CONFIG_CHANGED" ]]; then
+		if pid=$(running_pid); then
+			echo "containerd.sh: config changed; restarting containerd (pods keep running)"
+			stop_daemon "$pid"
+		elif answering; then
+			echo "containerd.sh: config changed, but the containerd on $SOCK has no pid file: restart it yourself" >&2
+		fi
+	fi
 	if ! answering; then
 		if ! running_pid >/dev/null; then
-			write_config
 			echo "containerd.sh: starting containerd (log $LOG)"
 			# setsid: containerd must outlive this shell and the make/CI job
 			# that runs it, and not get its terminal's signals.

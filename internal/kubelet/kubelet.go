@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/nodestatus"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -77,6 +78,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", client.RuntimeName, "version", client.RuntimeVersion)
+	if kc.PodCIDR != "" { // as upstream, in both modes; a Node's podCIDRs come later
+		if err := nodestatus.SetRuntimePodCIDR(ctx, client.Runtime, kc.PodCIDR); err != nil {
+			klog.ErrorS(err, "Pod CIDR update failed")
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

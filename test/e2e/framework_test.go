@@ -100,6 +100,7 @@ func newNode(t *testing.T) *node {
 kind: KubeletConfiguration
 readOnlyPort: %d
 fileCheckFrequency: 2s
+podCIDR: 10.88.0.0/16
 `, n.port)
 	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
 	t.Cleanup(func() {
