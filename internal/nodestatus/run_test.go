@@ -42,6 +42,15 @@ func TestRunRegistersPostsStatusAndRenewsLease(t *testing.T) {
 	if c := condition(t, env.c.Node(), v1.NodeReady); c.Status != v1.ConditionFalse {
 		t.Errorf("Ready = %s with the network down", c.Status)
 	}
+	// Waiting for Ready costs the apiserver nothing between full updates.
+	time.Sleep(50 * time.Millisecond)
+	client.ClearActions()
+	time.Sleep(500 * time.Millisecond)
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "nodes" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("node %s while waiting for Ready", a.GetVerb())
+		}
+	}
 	env.rt.set(func(f *fakeRuntime) { f.network = true })
 	start := time.Now()
 	waitFor(t, "Ready", func() bool {

@@ -26,20 +26,58 @@ const (
 	statusJitter     = 0.04
 )
 
-// statusLoop updates the node status every nodeStatusUpdateFrequency (more
-// often while the node is becoming ready) until ctx ends.
+// statusLoop updates the node status every nodeStatusUpdateFrequency until
+// ctx ends. In between, while the node is becoming ready after start, it
+// checks every fastStatusPeriod whether the node turned Ready, without
+// apiserver calls unless it did.
 func (c *Controller) statusLoop(ctx context.Context) {
 	start := c.clock.Now()
+	var next time.Time // of the next full update
 	for {
-		if err := c.syncNodeStatus(ctx); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Unable to update node status")
+		now := c.clock.Now()
+		if !now.Before(next) {
+			if err := c.syncNodeStatus(ctx); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Unable to update node status")
+			}
+			next = c.clock.Now().Add(wait.Jitter(c.kc.NodeStatusUpdateFrequency.Duration, statusJitter))
+		} else {
+			c.fastUpdate(ctx)
 		}
-		period := wait.Jitter(c.kc.NodeStatusUpdateFrequency.Duration, statusJitter)
+		wake := next.Sub(c.clock.Now())
 		if !c.isReadyPosted() && c.clock.Since(start) < fastStatusWindow {
-			period = fastStatusPeriod
+			wake = min(wake, fastStatusPeriod)
 		}
-		if !c.sleep(ctx, period) {
+		if !c.sleep(ctx, wake) {
 			return
+		}
+	}
+}
+
+// fastUpdate posts the status as soon as it turns Ready (upstream's
+// fastNodeStatusUpdate): the runtime's network typically becomes ready a
+// while after the kubelet starts, and the scheduler waits for Ready.
+func (c *Controller) fastUpdate(ctx context.Context) {
+	original := c.Node()
+	if original == nil {
+		return
+	}
+	if r := findCondition(original, v1.NodeReady); r != nil && r.Status == v1.ConditionTrue {
+		c.mu.Lock()
+		c.readyPosted = true
+		c.mu.Unlock()
+		return
+	}
+	c.runtime.update(ctx)
+	node, changed := c.updateNode(ctx, original)
+	if r := findCondition(node, v1.NodeReady); !changed || r == nil || r.Status != v1.ConditionTrue {
+		return
+	}
+	klog.FromContext(ctx).Info("Fast updating node status as it just became ready")
+	if err := c.postStatus(ctx, original, node); err != nil {
+		// The cached node may be stale: the full update reads it afresh.
+		klog.FromContext(ctx).Error(err, "Error updating node status, will retry with a full update")
+		if err := c.syncNodeStatus(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Unable to update node status")
 		}
 	}
 }
@@ -79,6 +117,12 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	if !changed && !due {
 		return nil
 	}
+	return c.postStatus(ctx, original, node)
+}
+
+// postStatus patches the status from original to node and remembers the
+// result.
+func (c *Controller) postStatus(ctx context.Context, original, node *v1.Node) error {
 	updated, err := patchNodeStatus(ctx, c.cfg.Client, original, node)
 	if err != nil {
 		return err
