@@ -11,7 +11,7 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 CRI_ENDPOINT := unix:///run/skiff-dev/containerd.sock
 
-.PHONY: deps build runtime test up down
+.PHONY: deps build runtime tools test up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -25,7 +25,12 @@ build:
 runtime: deps
 	hack/containerd.sh start
 
-test: runtime
+# Upstream kube-apiserver, controller-manager, scheduler, kubectl, kubelet,
+# etcd and a registry in _output/bin/ (separate tools modules; cached).
+tools:
+	hack/build-tools.sh
+
+test: runtime tools
 	go vet ./...
 	go test ./...
 	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) go test -tags e2e -count=1 -timeout 30m ./test/e2e/...
