@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,14 +150,14 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.StartTimeout, fmt.Errorf("StartTimeout (%s) exceeded", c.opts.StartTimeout))
 	defer cancel()
 	if err := c.start(ctx); err != nil {
 		if serr := c.Stop(); serr != nil {
 			err = fmt.Errorf("%w (and stopping: %v)", err, serr)
 		}
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			err = fmt.Errorf("%w (%v)", err, cause)
 		}
 		return nil, fmt.Errorf("starting the control plane in %s: %w", c.opts.Dir, err)
 	}
@@ -346,6 +347,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--service-account-key-file=" + pki("sa.pub"),
 		"--service-account-signing-key-file=" + pki("sa.key"),
 		"--service-cluster-ip-range=" + o.ServiceCIDR,
+		"--requestheader-client-ca-file=" + pki("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + pki("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + pki("front-proxy-client.key"),
 		"--profiling=false",
 	}
 	api, err := c.run(APIServer, append(apiArgs, o.ExtraAPIServerArgs...))
@@ -355,7 +363,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.waitFor(ctx, "kube-apiserver /readyz", []*process{etcd, api}, func(ctx context.Context) error {
 		body, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Raw()
 		if err != nil {
-			return fmt.Errorf("/readyz: %w: %s", err, body)
+			return fmt.Errorf("/readyz: %s", failedChecks(string(body), err))
 		}
 		return nil
 	}); err != nil {
@@ -479,6 +487,21 @@ func (c *Cluster) waitFor(ctx context.Context, what string, watch []*process, co
 	}
 }
 
+// failedChecks shortens a failed /readyz answer to its failing checks
+// ("[-]etcd failed: ..."), or err if there are none.
+func failedChecks(body string, err error) string {
+	var failed []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "[-]") {
+			failed = append(failed, strings.TrimPrefix(l, "[-]"))
+		}
+	}
+	if len(failed) == 0 {
+		return err.Error()
+	}
+	return strings.Join(failed, "; ")
+}
+
 func httpGet(ctx context.Context, client *http.Client, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -504,17 +527,24 @@ func (c *Cluster) writePKI() error {
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
-	ca, err := loadKeyPair(filepath.Join(pki, "ca"))
+	ca, err := loadOrCreateCA(filepath.Join(pki, "ca"), "skiff-cluster-ca")
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if ca, err = newCA("skiff-cluster-ca"); err != nil {
-			return err
-		}
-		if err := ca.write(filepath.Join(pki, "ca")); err != nil {
-			return err
-		}
+		return err
+	}
+	// The front-proxy CA only fills in the apiserver's requestheader
+	// configuration (as kubeadm does): without it the controller-manager
+	// and scheduler log an error about the missing requestheader CA
+	// bundle every few seconds.
+	frontProxyCA, err := loadOrCreateCA(filepath.Join(pki, "front-proxy-ca"), "skiff-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	frontProxyClient, err := frontProxyCA.sign(leafSpec{cn: "front-proxy-client", client: true})
+	if err != nil {
+		return err
+	}
+	if err := frontProxyClient.write(filepath.Join(pki, "front-proxy-client")); err != nil {
+		return err
 	}
 	if err := ensureServiceAccountKey(filepath.Join(pki, "sa.key"), filepath.Join(pki, "sa.pub")); err != nil {
 		return err
@@ -831,22 +861,30 @@ func (c *Cluster) KubeconfigForToken(user, token, path string) error {
 	return writeKubeconfig(path, c.apiURL, caPEM, kubeconfigUser{name: user, token: token})
 }
 
-// repoRoot is the nearest directory above the working directory holding a go.mod.
+// repoRoot is the nearest directory above the working directory holding a
+// go.mod or, failing that (a test binary run elsewhere), the nearest one
+// above this source file as compiled.
 func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
 	}
+	for _, dir := range starts {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", errors.New("no go.mod above the working directory")
 }
 
 // freePort asks the kernel for a free TCP port on all addresses.

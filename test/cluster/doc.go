@@ -27,6 +27,11 @@
 //     kubernetes-admin (both O=system:masters),
 //     system:kube-controller-manager, system:kube-scheduler.
 //
+// A second CA, front-proxy-ca, signs front-proxy-client and completes the
+// apiserver's requestheader configuration as kubeadm does (without it the
+// controller-manager and scheduler log a missing requestheader CA bundle
+// every few seconds).
+//
 // ServiceAccount tokens are signed with an RSA 2048 key (issuer
 // https://kubernetes.default.svc.cluster.local). The CA also signs CSRs
 // (the controller-manager's kubernetes.io/* signers).
@@ -43,7 +48,8 @@
 // tokencleaner with per-controller ServiceAccount credentials, allocates
 // node podCIDRs (/24s of ClusterCIDR) and signs CSRs with the CA. The
 // controller-manager and scheduler serve /healthz on 127.0.0.1 (free
-// ports). Leader election is off.
+// ports; the deprecated `kubectl get componentstatuses` probes the fixed
+// default ports and so reports them Unhealthy). Leader election is off.
 //
 // Start returns once /readyz is ok, the controller-manager and scheduler
 // are healthy and the default namespace has its default ServiceAccount and
@@ -56,7 +62,8 @@
 //	state.json                            options, ports, pids (for Load)
 //	run/<component>.pid                   while running
 //	logs/<component>.log                  stdout+stderr, truncated on start
-//	pki/ca.{crt,key} sa.{key,pub} ...     certificates and keys (PEM)
+//	pki/ca.{crt,key} sa.{key,pub} ...     certificates and keys (PEM); the CAs
+//	                                      and sa.* are kept across restarts
 //	kubeconfigs/kube-{controller-manager,scheduler}.kubeconfig
 //	etcd/                                 etcd data
 //	certs/<component>/                    self-signed serving certificates

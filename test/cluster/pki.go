@@ -74,6 +74,21 @@ func newCA(cn string) (*keyPair, error) {
 	return &keyPair{cert: cert, key: key}, nil
 }
 
+// loadOrCreateCA loads the CA at <base>.{crt,key}, or makes and writes one.
+func loadOrCreateCA(base, cn string) (*keyPair, error) {
+	ca, err := loadKeyPair(base)
+	if err == nil {
+		return ca, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if ca, err = newCA(cn); err != nil {
+		return nil, err
+	}
+	return ca, ca.write(base)
+}
+
 // leafSpec describes a certificate signed by the cluster CA.
 type leafSpec struct {
 	cn     string
