@@ -11,10 +11,12 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
 // Version is Skiff's version, reported as the node's kubeletVersion.
-var Version = "v1.34.4-skiff"
+var Version = nodestatus.DefaultKubeletVersion
 
 // nodeInfo is what the kubelet needs of its Node: the latest copy, nil
 // before registration.

@@ -2,17 +2,34 @@ package kubelet
 
 import (
 	"context"
+	"strings"
 
-	v1 "k8s.io/api/core/v1"
+	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
-// startNode starts keeping this node's Node object and Lease.
-// TODO(nodestatus): wire internal/nodestatus once it lands.
+// startNode starts keeping this node's Node object and Lease; PLEG's
+// health is part of the node's readiness, as upstream.
 func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context))) error {
-	k.node = noNode{}
+	var ips []string
+	if k.cfg.NodeIP != "" {
+		ips = strings.Split(k.cfg.NodeIP, ",")
+	}
+	c, err := nodestatus.New(nodestatus.Config{
+		Client:         k.client,
+		NodeName:       k.cfg.NodeName,
+		NodeIPs:        ips,
+		Kubelet:        k.cfg.Kubelet,
+		NodeLabels:     k.cfg.NodeLabels,
+		RootDir:        k.cfg.RootDir,
+		Runtime:        k.cri.Runtime,
+		KubeletVersion: Version,
+		Recorder:       k.recorder,
+		HealthChecks:   []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
+	})
+	if err != nil {
+		return err
+	}
+	k.node = c
+	spawn(c.Run)
 	return nil
 }
-
-type noNode struct{}
-
-func (noNode) Node() *v1.Node { return nil }

@@ -165,11 +165,16 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	t.Logf("pods gone %v after the Deployment was deleted", time.Since(deleted).Round(time.Millisecond))
-	for _, p := range pods.Items {
-		if n := len(sandboxesOf(t, string(p.UID))); n != 0 {
-			t.Errorf("pod %s still has %d sandboxes in containerd", p.Name, n)
+	// Sandboxes go once the API objects are gone (the kubelet removes a
+	// pod's runtime state after the apiserver forgets it, as upstream).
+	waitFor(t, 15*time.Second, "sandboxes of the deleted pods removed", func() (bool, error) {
+		for _, p := range pods.Items {
+			if len(sandboxesOf(t, string(p.UID))) != 0 {
+				return false, nil
+			}
 		}
-	}
+		return true, nil
+	})
 }
 
 // Must show 2b: a pod exiting 1 with restartPolicy Never ends Failed with
@@ -186,7 +191,7 @@ func TestFailedPodReportsExitCode(t *testing.T) {
 		t.Errorf("container state: %+v", got.Status.ContainerStatuses[0].State)
 	}
 	for _, c := range got.Status.Conditions {
-		if c.Type == v1.PodReady && (c.Status != v1.ConditionFalse || c.Reason != "PodCompleted") {
+		if c.Type == v1.PodReady && (c.Status != v1.ConditionFalse || c.Reason != "PodFailed") {
 			t.Errorf("Ready condition of a failed pod: %+v", c)
 		}
 	}
