@@ -2,9 +2,12 @@
 # Debian 12 (see /work/shared/ENVIRONMENT.md for why each piece is set up
 # the way it is).
 #
-#   make up     build, start the dev containerd and a standalone Skiff
-#   make down   stop both (and every pod they ran)
+#   make up     build; start the dev containerd, a local control plane
+#               (etcd, apiserver, controller-manager, scheduler) and Skiff as
+#               its node; run an example Deployment
+#   make down   stop all of it (and every pod they ran)
 #   make test   unit tests, then end-to-end tests against the dev containerd
+#               and a real control plane
 
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -35,9 +38,11 @@ test: runtime tools
 	go test ./...
 	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) go test -tags e2e -count=1 -timeout 30m ./test/e2e/...
 
-up: runtime build
+up: runtime tools build
+	hack/cluster.sh up --api-port 6443
 	hack/skiff.sh start
 
 down:
 	hack/skiff.sh stop
+	hack/cluster.sh down
 	hack/containerd.sh stop

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs bin/skiff in the background as a standalone kubelet (no apiserver) on
-# Skiff's dev containerd, for `make up` / `make down`.
+# Runs bin/skiff in the background as the node of Skiff's dev control plane
+# (hack/cluster.sh) on Skiff's dev containerd, for `make up` / `make down`,
+# with the node's own credentials (system:node:<name>), not the admin's.
 #
-#   hack/skiff.sh start   # idempotent; needs bin/skiff and hack/containerd.sh start
+#   hack/skiff.sh start   # idempotent; needs bin/skiff, hack/containerd.sh start, hack/cluster.sh up
 #   hack/skiff.sh stop
 set -euo pipefail
 
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.."
 PIDFILE=/run/skiff-dev/skiff.pid
 LOG=/var/log/skiff-dev/skiff.log
 MANIFESTS=/etc/skiff-dev/manifests
+CLUSTER_DIR=${SKIFF_CLUSTER_DIR:-/var/lib/skiff-dev/cluster}
+KUBECONFIG_NODE=/var/lib/skiff-dev/kubelet/kubeconfig
+KUBECTL="$PWD/_output/bin/kubectl --kubeconfig $CLUSTER_DIR/admin.kubeconfig"
 
 # pid of our skiff from the pid file, if that process is still bin/skiff.
 running_pid() {
@@ -25,6 +29,7 @@ start() {
 	node=$(uname -n | tr '[:upper:]' '[:lower:]')
 	mkdir -p "$MANIFESTS" /var/lib/skiff-dev/kubelet "$(dirname "$LOG")" "$(dirname "$PIDFILE")"
 	cp examples/static-pod.yaml "$MANIFESTS/"
+	hack/cluster.sh node-kubeconfig --node "$node" --out "$KUBECONFIG_NODE" >/dev/null
 	if pid=$(running_pid); then
 		echo "skiff.sh: already running (pid $pid)"
 	else
@@ -34,6 +39,7 @@ start() {
 			--root-dir /var/lib/skiff-dev/kubelet \
 			--pod-manifest-path "$MANIFESTS" \
 			--hostname-override "$node" \
+			--kubeconfig "$KUBECONFIG_NODE" \
 			--config "$PWD/hack/skiff-dev.yaml" \
 			</dev/null >>"$LOG" 2>&1 &
 		echo $! >"$PIDFILE"
@@ -41,9 +47,18 @@ start() {
 		running_pid >/dev/null || { tail -n 20 "$LOG" >&2; echo "skiff.sh: skiff exited; see $LOG" >&2; exit 1; }
 		echo "skiff.sh: started (pid $(cat "$PIDFILE"))"
 	fi
+	echo "skiff.sh: waiting for node $node to be Ready"
+	$KUBECTL wait --for=condition=Ready "node/$node" --timeout=120s
+	$KUBECTL apply -f examples/hello-deployment.yaml
+	$KUBECTL rollout status deployment/hello --timeout=120s
 	cat <<EOT
-Look around:
-  curl -s http://127.0.0.1:10255/pods     # pods as the kubelet sees them
+
+Skiff is the node "$node" of a local cluster. Look around:
+  alias kubectl='$KUBECTL'
+  kubectl get nodes -o wide
+  kubectl get pods -o wide            # the hello Deployment and the static pod's mirror pod
+  kubectl get events --sort-by=.lastTimestamp
+  curl -s http://127.0.0.1:10255/pods  # pods as Skiff sees them (read-only port)
   tail -f /var/log/pods/default_hello-${node}_*/hello/*.log   # the example static pod's output
   tail -f $LOG
 EOT

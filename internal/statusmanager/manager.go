@@ -145,7 +145,7 @@ func (m *Manager) syncAll(ctx context.Context) {
 	m.mu.Lock()
 	var todo []types.UID
 	for uid, e := range m.entries {
-		if !e.deleted && (e.synced < e.version || m.mayDelete(e)) {
+		if !e.deleted && (e.synced < e.version || m.mayDelete(e) || m.drifted(e)) {
 			todo = append(todo, uid)
 		}
 	}
@@ -166,6 +166,19 @@ func (m *Manager) syncAll(ctx context.Context) {
 // mayDelete: the pod was deleted, nothing of it runs, its final status is in.
 func (m *Manager) mayDelete(e *entry) bool {
 	return e.terminated && e.pod.DeletionTimestamp != nil && e.synced == e.version
+}
+
+// drifted reports whether the apiserver holds a status other than the
+// one last reported — e.g. the node lifecycle controller marked the pod
+// NotReady while Skiff could not reach the apiserver. Upstream reconciles
+// these too; here it costs no request, the informer's copy is at hand.
+func (m *Manager) drifted(e *entry) bool {
+	target, ok := m.pods.Latest(e.pod)
+	if !ok {
+		return false
+	}
+	target = newer(target, e.patched)
+	return !equalIgnoringTimes(target.Status, mergeStatus(target.Status, e.status))
 }
 
 // newer returns whichever of two copies of a pod the apiserver wrote last.

@@ -23,8 +23,13 @@ func (a apiPods) Latest(pod *v1.Pod) (*v1.Pod, bool) {
 	if m, ok := a.mirrors[pod.UID]; ok {
 		name = m
 	}
-	p, err := a.client.CoreV1().Pods(pod.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-	return p, err == nil
+	// The tracker, not the clientset: reads must not count as requests,
+	// as the informer's do not.
+	obj, err := a.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), pod.Namespace, name)
+	if err != nil {
+		return nil, false
+	}
+	return obj.(*v1.Pod), true
 }
 
 func newPod(name string, uid types.UID) *v1.Pod {
@@ -170,5 +175,39 @@ func TestMissingMirrorPodIsRetriedLater(t *testing.T) {
 	m.syncAll(context.Background())
 	if len(actions(client, "patch")) != 1 {
 		t.Error("status not reported once the mirror pod appeared")
+	}
+}
+
+func TestStatusChangedByOthersIsReconciled(t *testing.T) {
+	pod := newPod("p", "u1")
+	client := fake.NewClientset(pod)
+	m := New(client, apiPods{client: client})
+	ctx := context.Background()
+	m.SetPodStatus(pod, running())
+	m.syncAll(ctx)
+
+	// Someone else (the node lifecycle controller) marks the pod not ready.
+	got, _ := client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+	for i := range got.Status.Conditions {
+		if got.Status.Conditions[i].Type == v1.PodReady {
+			got.Status.Conditions[i].Status = v1.ConditionFalse
+		}
+	}
+	got.ResourceVersion = "99"
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.syncAll(ctx)
+	got, _ = client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+	for _, c := range got.Status.Conditions {
+		if c.Type == v1.PodReady && c.Status != v1.ConditionTrue {
+			t.Errorf("Ready was not restored: %+v", c)
+		}
+	}
+	// And once restored, nothing more is sent.
+	before := len(actions(client, "patch"))
+	m.syncAll(ctx)
+	if after := len(actions(client, "patch")); after != before {
+		t.Errorf("%d extra patches after reconciling", after-before)
 	}
 }
