@@ -312,6 +312,12 @@ func TestSkiffRestartKeepsAPIPods(t *testing.T) {
 	if after.ContainerID != before.ContainerID || after.RestartCount != 0 {
 		t.Errorf("after Skiff restart: container %s restarts %d, before %s", after.ContainerID, after.RestartCount, before.ContainerID)
 	}
+	// An adopted pod is deleted as promptly as any other.
+	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), "kept", metav1.DeleteOptions{}))
+	waitFor(t, 20*time.Second, "adopted pod deleted", func() (bool, error) {
+		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), "kept", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // Resilience: containerd restarted. The node goes NotReady while it is

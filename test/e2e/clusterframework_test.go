@@ -69,12 +69,11 @@ func newClusterNode(t *testing.T) *clusterNode {
 	n := newNode(t)
 	cn := &clusterNode{node: n, c: c, admin: c.Client()}
 	cn.ns = c.NewNamespace(context.Background(), t)
-	// Pods of this test go before Skiff stops (cleanups run last-in first-out).
-	t.Cleanup(func() { cn.deleteAllPods() })
-
 	apiURL := c.APIServerURL()
-	upstream := strings.TrimPrefix(apiURL, "https://")
-	cn.proxy = startProxy(t, upstream)
+	cn.proxy = startProxy(t, strings.TrimPrefix(apiURL, "https://"))
+	// Cleanups run last-in first-out: the test's pods go while Skiff runs
+	// and still reaches the apiserver through the proxy.
+	t.Cleanup(func() { cn.deleteAllPods() })
 	kubeconfig := filepath.Join(filepath.Dir(n.config), "node.kubeconfig")
 	must(t, c.NodeKubeconfig(nodeName, kubeconfig))
 	b, err := os.ReadFile(kubeconfig)
@@ -101,7 +100,8 @@ func (cn *clusterNode) deleteAllPods() {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	// Skiff is not there to finish it: force them out.
+	cn.t.Errorf("pods of %s were not deleted within 60s", cn.ns)
+	// Skiff did not finish it: force them out.
 	grace := int64(0)
 	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 }
