@@ -229,7 +229,7 @@ our_shims() {
 children_of() {
 	local p stat fields
 	for p in /proc/[0-9]*; do
-		stat=$(<"$p/stat") 2>/dev/null || continue
+		stat=$(cat "$p/stat" 2>/dev/null) || continue  # processes come and go
 		read -ra fields <<<"${stat##*) }"
 		[[ "${fields[1]}" == "$1" ]] && echo "${p#/proc/}"
 	done

@@ -5,6 +5,7 @@
 #
 #   hack/skiff.sh start   # idempotent; needs bin/skiff, hack/containerd.sh start, hack/cluster.sh up
 #   hack/skiff.sh stop
+#   hack/skiff.sh running # exit 0 when it runs
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -78,5 +79,7 @@ stop() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
-*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+# Exit 0 when make up's Skiff runs: the tests must not share its containerd.
+running) running_pid >/dev/null ;;
+*) echo "usage: $0 start|stop|running" >&2; exit 2 ;;
 esac
