@@ -49,6 +49,9 @@ func (k *Kubelet) handleUpdate(u podsource.Update) {
 	for _, name := range ch.mirrors {
 		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
 			k.workers.Notify(p.UID) // its mirror pod changed or went: re-sync it
+			if k.statusMgr != nil {
+				k.statusMgr.PodUpdated(p) // a new mirror pod needs the status now
+			}
 		}
 	}
 }
