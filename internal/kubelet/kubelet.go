@@ -114,7 +114,6 @@ func Run(ctx context.Context, cfg Config) error {
 		Recorder:   k.recorder,
 		PauseImage: cfg.PodInfraContainerImage,
 		PodLogsDir: logsDir,
-		NodeName:   cfg.NodeName,
 		NodeIP:     first(k.hostIPs),
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)

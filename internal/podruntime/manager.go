@@ -26,7 +26,6 @@ type Config struct {
 	PauseImage     string // sandbox image, pulled if missing
 	PodLogsDir     string // /var/log/pods
 	RuntimeHandler string // CRI runtime handler; "" for the default
-	NodeName       string
 	NodeIP         string
 }
 

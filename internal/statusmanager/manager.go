@@ -19,7 +19,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 )
 
 // Pods is what the manager needs to know of the pods on the node.
@@ -196,5 +195,3 @@ func newer(a, b *v1.Pod) *v1.Pod {
 	}
 	return a
 }
-
-func logPod(p *v1.Pod) klog.ObjectRef { return klog.KObj(p) }

@@ -37,7 +37,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) {
 	merged := mergeStatus(target.Status, status)
 	patch, err := statusPatch(target, merged)
 	if err != nil {
-		klog.ErrorS(err, "Cannot compute status patch", "pod", logPod(pod))
+		klog.ErrorS(err, "Cannot compute status patch", "pod", klog.KObj(pod))
 		return
 	}
 	var result *v1.Pod
@@ -47,13 +47,13 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) {
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err) && target.UID == pod.UID:
 			// Gone, or replaced by a pod of the same name: nothing to report on.
-			klog.V(3).InfoS("Pod is gone from the apiserver; not reporting its status", "pod", logPod(pod), "err", err)
+			klog.V(3).InfoS("Pod is gone from the apiserver; not reporting its status", "pod", klog.KObj(pod), "err", err)
 			return
 		case err != nil:
-			klog.InfoS("Failed to update pod status, will retry", "pod", logPod(pod), "err", err)
+			klog.InfoS("Failed to update pod status, will retry", "pod", klog.KObj(pod), "err", err)
 			return
 		}
-		klog.V(3).InfoS("Pod status reported", "pod", logPod(pod), "phase", merged.Phase)
+		klog.V(3).InfoS("Pod status reported", "pod", klog.KObj(pod), "phase", merged.Phase)
 	}
 	m.mu.Lock()
 	if e := m.entries[uid]; e != nil {
@@ -79,10 +79,10 @@ func (m *Manager) deletePod(ctx context.Context, uid types.UID, target *v1.Pod) 
 	}
 	err := m.client.CoreV1().Pods(target.Namespace).Delete(ctx, target.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		klog.InfoS("Failed to delete pod, will retry", "pod", logPod(target), "err", err)
+		klog.InfoS("Failed to delete pod, will retry", "pod", klog.KObj(target), "err", err)
 		return
 	}
-	klog.V(2).InfoS("Pod deleted from the apiserver", "pod", logPod(target))
+	klog.V(2).InfoS("Pod deleted from the apiserver", "pod", klog.KObj(target))
 	m.mu.Lock()
 	if e := m.entries[uid]; e != nil {
 		e.deleted = true
