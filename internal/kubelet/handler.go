@@ -28,7 +28,12 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
-	res := k.runtime.SyncPod(ctx, pod, st)
+	vols, err := k.volumes.SetUp(ctx, pod)
+	if err != nil {
+		k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
+		return false, 0, fmt.Errorf("set up volumes: %w", err)
+	}
+	res := k.runtime.SyncPod(ctx, pod, st, vols)
 	k.setWaiting(pod.UID, res.Waiting)
 	k.computeStatus(pod, st, false)
 	return false, res.RequeueAfter, res.Err
@@ -57,6 +62,9 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *conta
 func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) error {
 	if err := k.runtime.RemovePod(ctx, st); err != nil {
 		return fmt.Errorf("remove pod: %w", err)
+	}
+	if err := k.volumes.TearDown(ctx, st.ID); err != nil {
+		return fmt.Errorf("tear down volumes: %w", err)
 	}
 	k.statuses.Delete(st.ID)
 	k.setWaiting(st.ID, nil)

@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/server"
 	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
+	"github.com/skiff-sh/skiff/internal/volume"
 )
 
 const (
@@ -51,6 +52,7 @@ type Kubelet struct {
 	hostIPs  []string
 	sources  []string // names of the configured sources
 	recorder podruntime.Recorder
+	volumes  *volume.Manager
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -97,6 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 		pending:  map[types.UID]bool{},
 		hostIPs:  hostIPs(cfg.NodeIP),
 		recorder: logRecorder{},
+		volumes:  volume.New(cfg.RootDir),
 	}
 	if cfg.Kubeconfig != "" {
 		if k.client, err = newClient(cfg); err != nil {

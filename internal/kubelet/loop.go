@@ -92,6 +92,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 		klog.InfoS("Stopping orphaned pod", "pod", klog.KRef(ref.Namespace, ref.Name), "podUID", ref.UID)
 		k.workers.Remove(ref, nil)
 	}
+	k.cleanupOrphanedPodDirs(ctx)
 	if k.client != nil {
 		for _, mp := range k.pods.orphanedMirrors() {
 			if err := k.deleteMirrorPod(ctx, mp); err != nil {
@@ -114,4 +115,25 @@ func (k *Kubelet) forget(p *v1.Pod) {
 
 func refOf(p *v1.Pod) cri.PodRef {
 	return cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}
+}
+
+// cleanupOrphanedPodDirs removes the volumes of pods that neither a source
+// nor a worker knows, e.g. pods deleted while Skiff was down. A pod still
+// being stopped keeps its worker, so nothing of it is touched.
+func (k *Kubelet) cleanupOrphanedPodDirs(ctx context.Context) {
+	uids, err := k.volumes.PodsOnDisk()
+	if err != nil {
+		klog.ErrorS(err, "Cannot list pod directories")
+		return
+	}
+	for _, uid := range uids {
+		if _, wanted := k.pods.get(uid); wanted || k.workers.Has(uid) {
+			continue
+		}
+		if err := k.volumes.TearDown(ctx, uid); err != nil {
+			klog.ErrorS(err, "Failed to clean up orphaned pod directory", "podUID", uid)
+			continue
+		}
+		klog.InfoS("Cleaned up orphaned pod directory", "podUID", uid)
+	}
 }

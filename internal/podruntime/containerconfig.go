@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/expansion"
+	"github.com/skiff-sh/skiff/internal/volume"
 )
 
 // HashContainer hashes the container fields whose change needs a new
@@ -31,9 +32,9 @@ func ContainerLogPath(name string, restartCount int) string {
 }
 
 // containerConfig builds the CRI config of one container attempt.
-func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, *ContainerError) {
-	if len(c.VolumeMounts) > 0 || len(c.VolumeDevices) > 0 {
-		return nil, &ContainerError{ReasonCreateContainerConfig, "volumes are not supported by this version of Skiff"}
+func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string, volumes map[string]volume.Mounted) (*runtimeapi.ContainerConfig, *ContainerError) {
+	if len(c.VolumeDevices) > 0 {
+		return nil, &ContainerError{ReasonCreateContainerConfig, "volumeDevices (raw block volumes) are not supported by this version of Skiff"}
 	}
 	envs, err := m.containerEnv(pod, c, podIPs)
 	if err != nil {
@@ -54,7 +55,12 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 		}
 		return out
 	}
+	mounts, err := containerMounts(c, volumes, lookup)
+	if err != nil {
+		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
+	}
 	return &runtimeapi.ContainerConfig{
+		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
 		Command:     expand(c.Command),

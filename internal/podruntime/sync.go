@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/volume"
 )
 
 // SyncResult is what one sync of a pod achieved.
@@ -38,14 +39,15 @@ type podSync struct {
 	sandboxCfg *runtimeapi.PodSandboxConfig
 	since      time.Time // creation of the current sandbox
 	ips        []string
+	volumes    map[string]volume.Mounted
 	res        SyncResult
 }
 
-// SyncPod drives the runtime towards the pod spec: a ready sandbox, init
+// SyncPod drives the runtime towards the pod spec, its volumes prepared: a ready sandbox, init
 // containers run to completion in order, app containers running or
 // restarted as the restart policy says, with back-off.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) SyncResult {
-	s := &podSync{pod: pod, status: st, res: SyncResult{Waiting: map[string]*ContainerError{}}}
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, volumes map[string]volume.Mounted) SyncResult {
+	s := &podSync{pod: pod, status: st, volumes: volumes, res: SyncResult{Waiting: map[string]*ContainerError{}}}
 	if !m.ensureSandbox(ctx, s) {
 		return s.res
 	}

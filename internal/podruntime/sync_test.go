@@ -15,6 +15,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/volume"
 )
 
 type fixture struct {
@@ -61,7 +62,7 @@ func (f *fixture) status() *container.PodStatus {
 }
 
 func (f *fixture) sync() SyncResult {
-	return f.m.SyncPod(context.Background(), f.pod, f.status())
+	return f.m.SyncPod(context.Background(), f.pod, f.status(), nil)
 }
 
 // exit makes the newest instance of the named container exit now.
@@ -249,7 +250,7 @@ func TestContainerConfig(t *testing.T) {
 	c.Args = []string{"$(GREETING)-$(UNSET)", "$$(GREETING)"}
 	c.Env = append(c.Env, v1.EnvVar{Name: "COMBINED", Value: "$(GREETING) there"},
 		v1.EnvVar{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
-	cfg, cerr := f.m.containerConfig(f.pod, c, 3, "sha256:abc", []string{"10.0.0.5"})
+	cfg, cerr := f.m.containerConfig(f.pod, c, 3, "sha256:abc", []string{"10.0.0.5"}, nil)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
@@ -272,9 +273,24 @@ func TestContainerConfig(t *testing.T) {
 	if cfg.Image.Image != "sha256:abc" || cfg.Image.UserSpecifiedImage != "busybox:1" {
 		t.Errorf("image = %+v", cfg.Image)
 	}
-	c.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
-	if _, cerr := f.m.containerConfig(f.pod, c, 0, "x", nil); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
-		t.Errorf("volume mounts must be refused visibly until supported, got %v", cerr)
+	// Mounts: the prepared volume, a subPathExpr from env, and refusals.
+	vol := t.TempDir()
+	vols := map[string]volume.Mounted{"v": {HostPath: vol}}
+	c.VolumeMounts = []v1.VolumeMount{
+		{Name: "v", MountPath: "/v", ReadOnly: true},
+		{Name: "v", MountPath: "/sub", SubPathExpr: "$(GREETING)"},
+	}
+	cfg, cerr = f.m.containerConfig(f.pod, c, 0, "x", nil, vols)
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if len(cfg.Mounts) != 2 || cfg.Mounts[0].HostPath != vol || !cfg.Mounts[0].Readonly ||
+		cfg.Mounts[1].HostPath != vol+"/hi" || cfg.Mounts[1].ContainerPath != "/sub" {
+		t.Errorf("mounts = %+v", cfg.Mounts)
+	}
+	c.VolumeMounts = []v1.VolumeMount{{Name: "missing", MountPath: "/m"}}
+	if _, cerr := f.m.containerConfig(f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
+		t.Errorf("a mount of an unprepared volume must be refused visibly, got %v", cerr)
 	}
 }
 

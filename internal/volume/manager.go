@@ -1,0 +1,115 @@
+// Package volume prepares a pod's volumes on the node before its containers
+// start, under <root>/pods/<uid>/volumes/<plugin>/<name>, and tears them
+// down when the pod is gone. Containers get them as CRI bind mounts (see
+// Mounts). Volume types Skiff cannot serve are refused with an error naming
+// the type, so the pod waits visibly instead of starting half-equipped.
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Mounted is a prepared volume: where it lives on the host.
+type Mounted struct {
+	HostPath string
+	ReadOnly bool // the volume itself is read-only, whatever the mount says
+}
+
+// Manager sets volumes up and tears them down.
+type Manager struct {
+	root string // <root-dir>/pods
+}
+
+// New returns a Manager keeping pod directories under rootDir/pods.
+func New(rootDir string) *Manager {
+	return &Manager{root: filepath.Join(rootDir, "pods")}
+}
+
+// PodDir is the directory of one pod's volumes and other files.
+func (m *Manager) PodDir(uid types.UID) string { return filepath.Join(m.root, string(uid)) }
+
+// SetUp prepares every volume of the pod, idempotently, and returns them by
+// name. The first volume that cannot be prepared fails the whole call.
+func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, error) {
+	out := make(map[string]Mounted, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		mounted, err := m.setUp(pod, vol)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
+		}
+		out[vol.Name] = mounted
+	}
+	return out, nil
+}
+
+func (m *Manager) setUp(pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
+	switch {
+	case vol.EmptyDir != nil:
+		return m.setUpEmptyDir(pod, vol)
+	case vol.HostPath != nil:
+		return setUpHostPath(vol.HostPath)
+	}
+	return Mounted{}, fmt.Errorf("volume type %s is not supported by this version of Skiff", sourceType(vol))
+}
+
+// TearDown unmounts and removes everything of the pod on disk.
+func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
+	dir := m.PodDir(uid)
+	var errs []error
+	for _, mp := range mountsUnder(dir) {
+		if err := unmount(mp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 { // never remove what is still mounted
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	return nil
+}
+
+// PodsOnDisk lists the pods that have a directory, for orphan cleanup.
+func (m *Manager) PodsOnDisk() ([]types.UID, error) {
+	entries, err := os.ReadDir(m.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []types.UID
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, types.UID(e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// sourceType names a volume's type by its API field name, e.g.
+// "persistentVolumeClaim".
+func sourceType(vol *v1.Volume) string {
+	s := vol.VolumeSource
+	for name, set := range map[string]bool{
+		"persistentVolumeClaim": s.PersistentVolumeClaim != nil, "configMap": s.ConfigMap != nil,
+		"secret": s.Secret != nil, "downwardAPI": s.DownwardAPI != nil, "projected": s.Projected != nil,
+		"nfs": s.NFS != nil, "iscsi": s.ISCSI != nil, "csi": s.CSI != nil, "ephemeral": s.Ephemeral != nil,
+		"image": s.Image != nil, "gitRepo": s.GitRepo != nil, "fc": s.FC != nil, "rbd": s.RBD != nil,
+		"cephfs": s.CephFS != nil, "glusterfs": s.Glusterfs != nil,
+	} {
+		if set {
+			return name
+		}
+	}
+	return "(unknown)"
+}

@@ -1,0 +1,129 @@
+package volume
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestHostPathFor(t *testing.T) {
+	root := t.TempDir()
+	vol := filepath.Join(root, "vol")
+	outside := filepath.Join(root, "secret")
+	for _, d := range []string{vol, outside, filepath.Join(vol, "dir")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(outside, filepath.Join(vol, "escape")))
+	must(os.Symlink("/etc", filepath.Join(vol, "etc")))
+	must(os.Symlink("dir", filepath.Join(vol, "inside")))
+	m := Mounted{HostPath: vol}
+	for _, c := range []struct {
+		sub, want, err string
+	}{
+		{"", vol, ""},
+		{"dir", filepath.Join(vol, "dir"), ""},
+		{"inside", filepath.Join(vol, "dir"), ""},
+		{"new/deeper", filepath.Join(vol, "new/deeper"), ""},
+		{"../secret", "", "'..'"},
+		{"dir/../../secret", "", "'..'"},
+		{"/etc", "", "relative"},
+		{"escape", "", "outside the volume"},
+		{"etc", "", "outside the volume"},
+		{"escape/x", "", "outside the volume"},
+	} {
+		got, err := HostPathFor(m, c.sub)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("subPath %q: err %v, want %q", c.sub, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("subPath %q: %q, %v; want %q", c.sub, got, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
+		t.Error("a refused subPath created something outside the volume")
+	}
+}
+
+func TestHostPathTypes(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typ := func(t v1.HostPathType) *v1.HostPathType { return &t }
+	for _, c := range []struct {
+		path string
+		typ  *v1.HostPathType
+		ok   bool
+	}{
+		{dir, nil, true},
+		{filepath.Join(dir, "none"), nil, true}, // "" checks nothing
+		{dir, typ(v1.HostPathDirectory), true},
+		{file, typ(v1.HostPathDirectory), false},
+		{filepath.Join(dir, "none"), typ(v1.HostPathDirectory), false},
+		{file, typ(v1.HostPathFile), true},
+		{dir, typ(v1.HostPathFile), false},
+		{filepath.Join(dir, "made"), typ(v1.HostPathDirectoryOrCreate), true},
+		{filepath.Join(dir, "madefile"), typ(v1.HostPathFileOrCreate), true},
+		{file, typ(v1.HostPathSocket), false},
+		{"/dev/null", typ(v1.HostPathCharDev), true},
+		{file, typ(v1.HostPathCharDev), false},
+		{"/dev/null", typ(v1.HostPathBlockDev), false},
+	} {
+		_, err := setUpHostPath(&v1.HostPathVolumeSource{Path: c.path, Type: c.typ})
+		if (err == nil) != c.ok {
+			t.Errorf("%s type %v: err %v, want ok=%v", c.path, c.typ, err, c.ok)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "made")); err != nil || !fi.IsDir() {
+		t.Error("DirectoryOrCreate did not create a directory")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "madefile")); err != nil || !fi.Mode().IsRegular() {
+		t.Error("FileOrCreate did not create a file")
+	}
+}
+
+func TestSetUpAndTearDown(t *testing.T) {
+	m := New(t.TempDir())
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: v1.PodSpec{Volumes: []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+	}}}
+	got, err := m.SetUp(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(got["scratch"].HostPath)
+	if err != nil || fi.Mode().Perm() != 0o777 || !strings.Contains(got["scratch"].HostPath, "kubernetes.io~empty-dir") {
+		t.Fatalf("emptyDir %v: %v %v", got, fi, err)
+	}
+	if uids, _ := m.PodsOnDisk(); len(uids) != 1 || uids[0] != "u1" {
+		t.Errorf("pods on disk %v", uids)
+	}
+	if err := m.TearDown(context.Background(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.PodDir("u1")); !os.IsNotExist(err) {
+		t.Errorf("pod directory left: %v", err)
+	}
+
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "claim", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}})
+	if _, err := m.SetUp(context.Background(), pod); err == nil || !strings.Contains(err.Error(), "persistentVolumeClaim is not supported") {
+		t.Errorf("unsupported type: %v", err)
+	}
+}
