@@ -99,7 +99,6 @@ func Run(ctx context.Context, cfg Config) error {
 		pending:  map[types.UID]bool{},
 		hostIPs:  hostIPs(cfg.NodeIP),
 		recorder: logRecorder{},
-		volumes:  volume.New(cfg.RootDir),
 	}
 	if cfg.Kubeconfig != "" {
 		if k.client, err = newClient(cfg); err != nil {
@@ -108,6 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 		k.recorder = newEventRecorder(ctx, k.client, cfg)
 		k.statusMgr = statusmanager.New(k.client, k)
 	}
+	k.volumes = volume.New(volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable})
 	logsDir := kc.PodLogsDir
 	if logsDir == "" {
 		logsDir = defaultPodLogsDir

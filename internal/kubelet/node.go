@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
@@ -31,5 +33,17 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 	}
 	k.node = c
 	spawn(c.Run)
+	return nil
+}
+
+// allocatable is the node's allocatable resources, nil before the Node is
+// known (or standalone).
+func (k *Kubelet) allocatable() v1.ResourceList {
+	if k.node == nil {
+		return nil
+	}
+	if n := k.node.Node(); n != nil {
+		return n.Status.Allocatable
+	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Mounted is a prepared volume: where it lives on the host.
@@ -22,14 +23,25 @@ type Mounted struct {
 	ReadOnly bool // the volume itself is read-only, whatever the mount says
 }
 
+// Config configures a Manager.
+type Config struct {
+	RootDir string // --root-dir: pod directories live in RootDir/pods
+	// Client reads ConfigMaps and Secrets; nil when standalone.
+	Client kubernetes.Interface
+	// NodeAllocatable is what resource limits default to in downward API
+	// files when a container sets none.
+	NodeAllocatable func() v1.ResourceList
+}
+
 // Manager sets volumes up and tears them down.
 type Manager struct {
+	cfg  Config
 	root string // <root-dir>/pods
 }
 
-// New returns a Manager keeping pod directories under rootDir/pods.
-func New(rootDir string) *Manager {
-	return &Manager{root: filepath.Join(rootDir, "pods")}
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	return &Manager{cfg: cfg, root: filepath.Join(cfg.RootDir, "pods")}
 }
 
 // PodDir is the directory of one pod's volumes and other files.
@@ -41,7 +53,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, e
 	out := make(map[string]Mounted, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		mounted, err := m.setUp(pod, vol)
+		mounted, err := m.setUp(ctx, pod, vol)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
@@ -50,8 +62,10 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, e
 	return out, nil
 }
 
-func (m *Manager) setUp(pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
+func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
 	switch {
+	case vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil:
+		return m.setUpAPIData(ctx, pod, vol)
 	case vol.EmptyDir != nil:
 		return m.setUpEmptyDir(pod, vol)
 	case vol.HostPath != nil:

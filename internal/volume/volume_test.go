@@ -99,7 +99,7 @@ func TestHostPathTypes(t *testing.T) {
 }
 
 func TestSetUpAndTearDown(t *testing.T) {
-	m := New(t.TempDir())
+	m := New(Config{RootDir: t.TempDir()})
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: v1.PodSpec{Volumes: []v1.Volume{
 		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 	}}}

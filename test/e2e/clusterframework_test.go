@@ -95,15 +95,23 @@ func (cn *clusterNode) deleteAllPods() {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err == nil && len(list.Items) == 0 {
+		// Skiff removes a pod's volumes after its API object is gone.
+		if err == nil && len(list.Items) == 0 && cn.podDirsGone() {
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	cn.t.Errorf("pods of %s were not deleted within 60s", cn.ns)
+	cn.t.Errorf("pods of %s were not deleted (with their volumes) within 60s", cn.ns)
 	// Skiff did not finish it: force them out.
 	grace := int64(0)
 	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
+}
+
+// podDirsGone reports whether Skiff has removed every pod directory
+// (volumes included) under its root.
+func (cn *clusterNode) podDirsGone() bool {
+	entries, err := os.ReadDir(filepath.Join(cn.root, "pods"))
+	return err != nil || len(entries) == 0
 }
 
 // getNode returns the Node object of the test node.

@@ -1,0 +1,109 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/volume/atomic"
+	"github.com/skiff-sh/skiff/internal/volume/payload"
+)
+
+// errNoAPIServer: the volume's data lives in the apiserver, which a
+// standalone Skiff does not have.
+var errNoAPIServer = errors.New("needs an apiserver; Skiff runs standalone")
+
+// setUpAPIData writes a configMap, secret or downwardAPI volume: files
+// from API objects, written atomically (readers never see half an update)
+// and re-written on every sync of the pod, so changes show within the sync
+// period. Secrets live on a tmpfs, never on the node's disk.
+func (m *Manager) setUpAPIData(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
+	var (
+		plugin string
+		files  map[string]atomic.File
+		err    error
+		tmpfs  bool
+	)
+	switch {
+	case vol.ConfigMap != nil:
+		plugin = "kubernetes.io~configmap"
+		var cm *v1.ConfigMap
+		if cm, err = getObject(ctx, m, func(c context.Context, o metav1.GetOptions) (*v1.ConfigMap, error) {
+			return m.cfg.Client.CoreV1().ConfigMaps(pod.Namespace).Get(c, vol.ConfigMap.Name, o)
+		}); err == nil {
+			files, err = payload.ConfigMap(vol.ConfigMap, cm)
+		}
+	case vol.Secret != nil:
+		plugin, tmpfs = "kubernetes.io~secret", true
+		var s *v1.Secret
+		if s, err = getObject(ctx, m, func(c context.Context, o metav1.GetOptions) (*v1.Secret, error) {
+			return m.cfg.Client.CoreV1().Secrets(pod.Namespace).Get(c, vol.Secret.SecretName, o)
+		}); err == nil {
+			files, err = payload.Secret(vol.Secret, s)
+		}
+	case vol.DownwardAPI != nil:
+		plugin = "kubernetes.io~downward-api"
+		files, err = payload.DownwardAPI(vol.DownwardAPI, pod, m.allocatable())
+	}
+	if err != nil {
+		return Mounted{}, err
+	}
+	var fsGroup *int64
+	if pod.Spec.SecurityContext != nil {
+		fsGroup = pod.Spec.SecurityContext.FSGroup
+	}
+	dir := filepath.Join(m.PodDir(pod.UID), "volumes", plugin, vol.Name)
+	if err := m.writeFiles(dir, payload.SetFSGroup(files, fsGroup), tmpfs); err != nil {
+		return Mounted{}, err
+	}
+	return Mounted{HostPath: dir, ReadOnly: true}, nil
+}
+
+// writeFiles writes a volume's files into dir, on a fresh tmpfs if asked.
+func (m *Manager) writeFiles(dir string, files map[string]atomic.File, tmpfs bool) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create volume directory: %w", err)
+	}
+	if tmpfs && !isMountPoint(dir) {
+		if err := mountTmpfs(dir, ""); err != nil {
+			return err
+		}
+	}
+	// Containers run as any user: the directory must be traversable.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("chmod volume directory: %w", err)
+	}
+	if err := atomic.Write(dir, files); err != nil {
+		return fmt.Errorf("write volume files: %w", err)
+	}
+	return nil
+}
+
+// getObject fetches a ConfigMap or Secret; a missing one is (nil, nil), for
+// the payload to decide by `optional`.
+func getObject[T any](ctx context.Context, m *Manager, get func(context.Context, metav1.GetOptions) (*T, error)) (*T, error) {
+	if m.cfg.Client == nil {
+		return nil, errNoAPIServer
+	}
+	obj, err := get(ctx, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func (m *Manager) allocatable() v1.ResourceList {
+	if m.cfg.NodeAllocatable == nil {
+		return nil
+	}
+	return m.cfg.NodeAllocatable()
+}
