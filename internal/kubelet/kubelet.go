@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
+	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
 const (
@@ -107,7 +108,11 @@ func Run(ctx context.Context, cfg Config) error {
 		k.recorder = newEventRecorder(ctx, k.client, cfg)
 		k.statusMgr = statusmanager.New(k.client, k)
 	}
-	k.volumes = volume.New(volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable})
+	vc := volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable}
+	if k.client != nil {
+		vc.Tokens = payload.New(k.client, nil)
+	}
+	k.volumes = volume.New(vc)
 	logsDir := kc.PodLogsDir
 	if logsDir == "" {
 		logsDir = defaultPodLogsDir

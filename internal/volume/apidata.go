@@ -50,16 +50,19 @@ func (m *Manager) setUpAPIData(ctx context.Context, pod *v1.Pod, vol *v1.Volume)
 	case vol.DownwardAPI != nil:
 		plugin = "kubernetes.io~downward-api"
 		files, err = payload.DownwardAPI(vol.DownwardAPI, pod, m.allocatable())
+	case vol.Projected != nil:
+		// Projected volumes may hold secrets and tokens: tmpfs, as upstream.
+		plugin, tmpfs = "kubernetes.io~projected", true
+		if m.cfg.Client == nil {
+			return Mounted{}, errNoAPIServer
+		}
+		files, err = payload.Projected(vol.Projected, pod, m.getters(ctx), m.cfg.Tokens.TokenFunc(ctx, pod))
 	}
 	if err != nil {
 		return Mounted{}, err
 	}
-	var fsGroup *int64
-	if pod.Spec.SecurityContext != nil {
-		fsGroup = pod.Spec.SecurityContext.FSGroup
-	}
 	dir := filepath.Join(m.PodDir(pod.UID), "volumes", plugin, vol.Name)
-	if err := m.writeFiles(dir, payload.SetFSGroup(files, fsGroup), tmpfs); err != nil {
+	if err := m.writeFiles(dir, payload.SetFSGroup(files, payload.FSGroup(pod)), tmpfs); err != nil {
 		return Mounted{}, err
 	}
 	return Mounted{HostPath: dir, ReadOnly: true}, nil
@@ -75,8 +78,13 @@ func (m *Manager) writeFiles(dir string, files map[string]atomic.File, tmpfs boo
 			return err
 		}
 	}
-	// Containers run as any user: the directory must be traversable.
-	if err := os.Chmod(dir, 0o755); err != nil {
+	// Containers run as any user: the directory must be traversable. Keep
+	// the setgid bit an fsGroup put there.
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat volume directory: %w", err)
+	}
+	if err := os.Chmod(dir, fi.Mode()&(os.ModeSetgid|os.ModePerm)|0o755); err != nil {
 		return fmt.Errorf("chmod volume directory: %w", err)
 	}
 	if err := atomic.Write(dir, files); err != nil {
@@ -106,4 +114,17 @@ func (m *Manager) allocatable() v1.ResourceList {
 		return nil
 	}
 	return m.cfg.NodeAllocatable()
+}
+
+// getters read the ConfigMaps and Secrets of projected volumes.
+func (m *Manager) getters(ctx context.Context) payload.Getters {
+	return payload.Getters{
+		ConfigMaps: payload.ConfigMapGetterFunc(func(ns, name string) (*v1.ConfigMap, error) {
+			return m.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		}),
+		Secrets: payload.SecretGetterFunc(func(ns, name string) (*v1.Secret, error) {
+			return m.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		}),
+		NodeAllocatable: m.allocatable(),
+	}
 }

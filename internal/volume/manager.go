@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
 // Mounted is a prepared volume: where it lives on the host.
@@ -31,6 +33,8 @@ type Config struct {
 	// NodeAllocatable is what resource limits default to in downward API
 	// files when a container sets none.
 	NodeAllocatable func() v1.ResourceList
+	// Tokens requests service account tokens for projected volumes.
+	Tokens *payload.TokenManager
 }
 
 // Manager sets volumes up and tears them down.
@@ -64,7 +68,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, e
 
 func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
 	switch {
-	case vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil:
+	case vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil:
 		return m.setUpAPIData(ctx, pod, vol)
 	case vol.EmptyDir != nil:
 		return m.setUpEmptyDir(pod, vol)
@@ -88,6 +92,9 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	if m.cfg.Tokens != nil {
+		m.cfg.Tokens.Forget(uid)
 	}
 	return nil
 }

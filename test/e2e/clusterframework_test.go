@@ -193,8 +193,9 @@ func isReady(p *v1.Pod) bool {
 	return false
 }
 
-// busyboxPod is a pod bound to the test node running script. Volumes are
-// not supported yet, so the service account token is not mounted.
+// busyboxPod is a pod bound to the test node running script. It mounts no
+// service account token (TestServiceAccountTokenVolume covers that), which
+// keeps each pod's start to what its test is about.
 func busyboxPod(name, script string) *v1.Pod {
 	grace := int64(5)
 	no := false
