@@ -123,6 +123,8 @@ func Run(ctx context.Context, cfg Config) error {
 		PauseImage: cfg.PodInfraContainerImage,
 		PodLogsDir: logsDir,
 		NodeIP:     first(k.hostIPs),
+		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},
+		PodDir:     k.volumes.PodDir,
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{
@@ -188,4 +190,11 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }

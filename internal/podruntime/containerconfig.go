@@ -59,6 +59,15 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 	if err != nil {
 		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
 	}
+	if m.cfg.PodDir != nil {
+		hosts, err := m.writeHostsFile(pod, podIPs)
+		if err != nil {
+			return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
+		}
+		if hm := hostsMount(c, hosts); hm != nil {
+			mounts = append(mounts, hm)
+		}
+	}
 	return &runtimeapi.ContainerConfig{
 		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -26,7 +27,10 @@ type Config struct {
 	PauseImage     string // sandbox image, pulled if missing
 	PodLogsDir     string // /var/log/pods
 	RuntimeHandler string // CRI runtime handler; "" for the default
-	NodeIP         string
+	DNS            DNS
+	// PodDir is the directory of a pod's own files (its /etc/hosts).
+	PodDir func(uid types.UID) string
+	NodeIP string
 }
 
 // Manager syncs pods against the runtime.

@@ -34,6 +34,10 @@ func Hostname(pod *v1.Pod) string {
 }
 
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+	dns, _, err := m.cfg.DNS.dnsConfig(pod)
+	if err != nil {
+		dns = nil // the runtime's default; createSandbox reports the error
+	}
 	annotations := make(map[string]string, len(pod.Annotations))
 	for k, v := range pod.Annotations {
 		annotations[k] = v
@@ -47,6 +51,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		Labels:       cri.SandboxLabels(pod),
 		Annotations:  annotations,
 		PortMappings: portMappings(pod),
+		DnsConfig:    dns,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: namespaceOptions(pod),
@@ -105,6 +110,13 @@ func portMappings(pod *v1.Pod) []*runtimeapi.PortMapping {
 func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, []string, error) {
 	if _, cerr := m.ensureImage(ctx, pod, m.cfg.PauseImage, v1.PullIfNotPresent, nil); cerr != nil {
 		return "", nil, fmt.Errorf("pause image %s: %w", m.cfg.PauseImage, cerr)
+	}
+	if _, ok, err := m.cfg.DNS.dnsConfig(pod); err != nil {
+		return "", nil, fmt.Errorf("pod DNS: %w", err)
+	} else if !ok {
+		m.event(pod, v1.EventTypeWarning, "MissingClusterDNS",
+			"pod: %q. kubelet does not have ClusterDNS IP configured and cannot create Pod using %q policy. Falling back to %q policy.",
+			pod.Namespace+"/"+pod.Name, v1.DNSClusterFirst, v1.DNSDefault)
 	}
 	cfg := m.sandboxConfig(pod, attempt)
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
