@@ -8,8 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,8 +98,10 @@ func Run(ctx context.Context, cfg Config) error {
 		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
 		rejected: map[types.UID]bool{},
 		pending:  map[types.UID]bool{},
-		hostIPs:  hostIPs(cfg.NodeIP),
 		recorder: logRecorder{},
+	}
+	if k.hostIPs, err = nodestatus.HostIPs(ctx, splitIPs(cfg.NodeIP), cfg.NodeName); err != nil {
+		klog.InfoS("Host IP unknown; pods report none", "err", err)
 	}
 	if cfg.Kubeconfig != "" {
 		if k.client, err = newClient(cfg); err != nil {
@@ -170,21 +172,6 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// hostIPs returns --node-ip, or the address of the interface of the
-// default route (found by a UDP "connect", which sends nothing).
-func hostIPs(nodeIP string) []string {
-	if nodeIP != "" {
-		return []string{nodeIP}
-	}
-	conn, err := net.Dial("udp4", "192.0.2.1:9")
-	if err != nil {
-		klog.InfoS("No default route; host IP unknown", "err", err)
-		return nil
-	}
-	defer conn.Close()
-	return []string{conn.LocalAddr().(*net.UDPAddr).IP.String()}
-}
-
 func first(s []string) string {
 	if len(s) == 0 {
 		return ""
@@ -197,4 +184,12 @@ func ptrOr[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// splitIPs splits --node-ip's comma-separated addresses.
+func splitIPs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

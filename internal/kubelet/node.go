@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -12,14 +11,10 @@ import (
 // startNode starts keeping this node's Node object and Lease; PLEG's
 // health is part of the node's readiness, as upstream.
 func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context))) error {
-	var ips []string
-	if k.cfg.NodeIP != "" {
-		ips = strings.Split(k.cfg.NodeIP, ",")
-	}
 	c, err := nodestatus.New(nodestatus.Config{
 		Client:         k.client,
 		NodeName:       k.cfg.NodeName,
-		NodeIPs:        ips,
+		NodeIPs:        splitIPs(k.cfg.NodeIP),
 		Kubelet:        k.cfg.Kubelet,
 		NodeLabels:     k.cfg.NodeLabels,
 		RootDir:        k.cfg.RootDir,

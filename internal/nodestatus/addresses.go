@@ -121,3 +121,24 @@ func validateNodeIP(ip net.IP) error {
 	}
 	return fmt.Errorf("node IP: %q not found in the host's network interfaces", ip.String())
 }
+
+// HostIPs returns the node's InternalIP addresses, worked out exactly as
+// its status.addresses are, so a pod's status.hostIPs match the Node's, as
+// upstream. nodeIPs is --node-ip (one per family); empty means detect.
+func HostIPs(ctx context.Context, nodeIPs []string, nodeName string) ([]string, error) {
+	ips, err := parseNodeIPs(nodeIPs)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := nodeAddresses(ctx, ips, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range addrs {
+		if a.Type == v1.NodeInternalIP {
+			out = append(out, a.Address)
+		}
+	}
+	return out, nil
+}
