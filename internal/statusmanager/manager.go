@@ -127,24 +127,27 @@ func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(syncPeriod)
 	defer t.Stop()
 	for {
+		reconcile := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.dirty:
 		case <-t.C:
+			reconcile = true
 		}
-		m.syncAll(ctx)
+		m.syncAll(ctx, reconcile)
 	}
 }
 
 // syncAll reports every status that is not yet in the apiserver and deletes
-// pods that may go. Requests run a few at a time so one slow pod does not
-// hold up the rest.
-func (m *Manager) syncAll(ctx context.Context) {
+// pods that may go; with reconcile (the periodic pass, as upstream) it also
+// re-reports statuses others changed. Requests run a few at a time so one
+// slow pod does not hold up the rest.
+func (m *Manager) syncAll(ctx context.Context, reconcile bool) {
 	m.mu.Lock()
 	var todo []types.UID
 	for uid, e := range m.entries {
-		if !e.deleted && (e.synced < e.version || m.mayDelete(e) || m.drifted(e)) {
+		if !e.deleted && (e.synced < e.version || m.mayDelete(e) || reconcile && m.drifted(e)) {
 			todo = append(todo, uid)
 		}
 	}

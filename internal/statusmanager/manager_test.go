@@ -70,7 +70,7 @@ func TestStatusIsPatchedOnceAndMerged(t *testing.T) {
 	ctx := context.Background()
 
 	m.SetPodStatus(pod, running())
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 	got, _ := client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 	if got.Status.Phase != v1.PodRunning || got.Status.PodIP != "10.0.0.1" {
 		t.Fatalf("status not written: %+v", got.Status)
@@ -90,7 +90,7 @@ func TestStatusIsPatchedOnceAndMerged(t *testing.T) {
 	// Same status again: no request at all (no GET either).
 	before := len(client.Actions())
 	m.SetPodStatus(pod, running())
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 	if extra := client.Actions()[before:]; len(extra) != 0 {
 		t.Errorf("unchanged status caused requests: %v", extra)
 	}
@@ -102,7 +102,7 @@ func TestTerminalPhaseNeverRegresses(t *testing.T) {
 	client := fake.NewClientset(pod)
 	m := New(client, apiPods{client: client})
 	m.SetPodStatus(pod, running())
-	m.syncAll(context.Background())
+	m.syncAll(context.Background(), true)
 	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
 	if got.Status.Phase != v1.PodFailed {
 		t.Errorf("phase regressed to %s", got.Status.Phase)
@@ -120,12 +120,12 @@ func TestDeletedPodIsRemovedOnlyWhenTerminated(t *testing.T) {
 	final := running()
 	final.Phase = v1.PodFailed
 	m.SetPodStatus(pod, final)
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 	if len(actions(client, "delete")) != 0 {
 		t.Fatal("deleted before its containers stopped")
 	}
 	m.TerminatePod(pod)
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 	dels := actions(client, "delete")
 	if len(dels) != 1 {
 		t.Fatalf("%d deletes, want 1", len(dels))
@@ -138,7 +138,7 @@ func TestDeletedPodIsRemovedOnlyWhenTerminated(t *testing.T) {
 	if p := actions(client, "patch"); len(p) != 1 {
 		t.Errorf("%d status patches before delete, want 1", len(p))
 	}
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 	if n := len(actions(client, "delete")); n != 1 {
 		t.Errorf("deleted %d times", n)
 	}
@@ -150,7 +150,7 @@ func TestStaticPodReportsToMirrorPod(t *testing.T) {
 	client := fake.NewClientset(mirror)
 	m := New(client, apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}})
 	m.SetPodStatus(static, running())
-	m.syncAll(context.Background())
+	m.syncAll(context.Background(), true)
 	patches := actions(client, "patch")
 	if len(patches) != 1 {
 		t.Fatalf("%d patches, want 1", len(patches))
@@ -165,14 +165,14 @@ func TestMissingMirrorPodIsRetriedLater(t *testing.T) {
 	client := fake.NewClientset()
 	m := New(client, apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}})
 	m.SetPodStatus(static, running())
-	m.syncAll(context.Background())
+	m.syncAll(context.Background(), true)
 	if len(actions(client, "patch")) != 0 {
 		t.Fatal("patched without a mirror pod")
 	}
 	if _, err := client.CoreV1().Pods("ns").Create(context.Background(), newPod("s-node", "mirror-uid"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m.syncAll(context.Background())
+	m.syncAll(context.Background(), true)
 	if len(actions(client, "patch")) != 1 {
 		t.Error("status not reported once the mirror pod appeared")
 	}
@@ -184,7 +184,7 @@ func TestStatusChangedByOthersIsReconciled(t *testing.T) {
 	m := New(client, apiPods{client: client})
 	ctx := context.Background()
 	m.SetPodStatus(pod, running())
-	m.syncAll(ctx)
+	m.syncAll(ctx, true)
 
 	// Someone else (the node lifecycle controller) marks the pod not ready.
 	got, _ := client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
@@ -197,7 +197,12 @@ func TestStatusChangedByOthersIsReconciled(t *testing.T) {
 	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m.syncAll(ctx)
+	before := len(actions(client, "patch"))
+	m.syncAll(ctx, false) // a pass for new statuses only: drift waits for the periodic one
+	if n := len(actions(client, "patch")); n != before {
+		t.Fatalf("drift reconciled outside the periodic pass")
+	}
+	m.syncAll(ctx, true)
 	got, _ = client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 	for _, c := range got.Status.Conditions {
 		if c.Type == v1.PodReady && c.Status != v1.ConditionTrue {
@@ -205,8 +210,8 @@ func TestStatusChangedByOthersIsReconciled(t *testing.T) {
 		}
 	}
 	// And once restored, nothing more is sent.
-	before := len(actions(client, "patch"))
-	m.syncAll(ctx)
+	before = len(actions(client, "patch"))
+	m.syncAll(ctx, true)
 	if after := len(actions(client, "patch")); after != before {
 		t.Errorf("%d extra patches after reconciling", after-before)
 	}
