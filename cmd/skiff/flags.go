@@ -45,6 +45,9 @@ type options struct {
 	registerNode             bool
 	registerWithTaints       []string
 	version                  bool
+	// Skiff's own flags.
+	podStartupBreakdownEvents bool
+	cpuProfile                string
 }
 
 // newFlagSet registers Skiff's flags, named and described as the upstream
@@ -70,6 +73,8 @@ func newFlagSet(o *options, output io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.registerNode, "register-node", true, "Register the node with the apiserver. Overrides registerNode in the --config file.")
 	fs.StringSliceVar(&o.registerWithTaints, "register-with-taints", nil, "Register the node with the given list of taints (comma separated \"<key>=<value>:<effect>\"). No-op if register-node is false. Overrides registerWithTaints in the --config file.")
 	fs.BoolVar(&o.version, "version", false, "Print version information and quit.")
+	fs.BoolVar(&o.podStartupBreakdownEvents, "pod-startup-breakdown-events", false, "Skiff only: emit one PodStartupBreakdown Event per pod when it first turns Ready, saying where its start-up time went.")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Skiff only: write a CPU profile (go tool pprof) of the whole run to this file; it is complete once Skiff exits.")
 
 	gofs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(gofs)
@@ -164,5 +169,8 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 		BootstrapKubeconfig:    o.bootstrapKubeconfig,
 		PodInfraContainerImage: o.podInfraContainerImage,
 		NodeLabels:             o.nodeLabels,
+
+		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
+		CPUProfile:                o.cpuProfile,
 	}, nil
 }

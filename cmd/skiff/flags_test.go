@@ -266,3 +266,21 @@ func TestNodeRegistrationFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestSkiffOnlyFlags(t *testing.T) {
+	fakeHostname(t, "node-a", nil)
+	cfg, err := parseConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PodStartupBreakdownEvents || cfg.CPUProfile != "" {
+		t.Errorf("defaults: breakdown events %v, cpu profile %q; want off", cfg.PodStartupBreakdownEvents, cfg.CPUProfile)
+	}
+	cfg, err = parseConfig([]string{"--pod-startup-breakdown-events", "--cpu-profile", "/tmp/skiff.pprof"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.PodStartupBreakdownEvents || cfg.CPUProfile != "/tmp/skiff.pprof" {
+		t.Errorf("got breakdown events %v, cpu profile %q", cfg.PodStartupBreakdownEvents, cfg.CPUProfile)
+	}
+}

@@ -55,6 +55,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	klog.InfoS("Starting Skiff", "version", version, "node", cfg.NodeName)
+	if cfg.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "skiff: %v\n", err)
+			return 1
+		}
+		defer stopProfile()
+	}
 	if err := kubelet.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "skiff: %v\n", err)
 		return 1

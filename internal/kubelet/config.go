@@ -17,4 +17,9 @@ type Config struct {
 	PodInfraContainerImage string
 	// NodeLabels are added to the Node at registration (--node-labels).
 	NodeLabels map[string]string
+	// PodStartupBreakdownEvents emits one PodStartupBreakdown Event per pod
+	// (--pod-startup-breakdown-events; Skiff's own, off by default).
+	PodStartupBreakdownEvents bool
+	// CPUProfile is --cpu-profile; cmd/skiff writes the profile, not Run.
+	CPUProfile string
 }

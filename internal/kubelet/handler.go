@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/status"
 )
 
@@ -28,7 +29,10 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
+	k.startup.SyncStarted(pod.UID)
+	began := time.Now()
 	vols, err := k.volumes.SetUp(ctx, pod)
+	k.startup.Observe(pod.UID, podstartup.Volumes, "", time.Since(began))
 	if err != nil {
 		k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
 		return false, 0, fmt.Errorf("set up volumes: %w", err)
@@ -89,6 +93,9 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Terminating: terminating,
 	})
 	k.statuses.Set(pod.UID, s)
+	if isReady(s) {
+		k.startup.Ready(pod)
+	}
 	if k.statusMgr != nil {
 		k.statusMgr.SetPodStatus(pod, s)
 	}

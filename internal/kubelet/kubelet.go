@@ -25,6 +25,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podsource/apiserver"
 	"github.com/skiff-sh/skiff/internal/podsource/file"
+	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/server"
 	"github.com/skiff-sh/skiff/internal/status"
@@ -54,6 +55,7 @@ type Kubelet struct {
 	sources  []string // names of the configured sources
 	recorder podruntime.Recorder
 	volumes  *volume.Manager
+	startup  *podstartup.Tracker
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -110,6 +112,9 @@ func Run(ctx context.Context, cfg Config) error {
 		k.recorder = newEventRecorder(ctx, k.client, cfg)
 		k.statusMgr = statusmanager.New(k.client, k)
 	}
+	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
+		return err
+	}
 	vc := volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable}
 	if k.client != nil {
 		vc.Tokens = payload.New(k.client, nil)
@@ -127,6 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 		NodeIP:     first(k.hostIPs),
 		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},
 		PodDir:     k.volumes.PodDir,
+		Timer:      k.startup,
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{

@@ -65,8 +65,14 @@ func (k *Kubelet) handlePod(p *v1.Pod) {
 		return
 	}
 	known := k.workers.Has(p.UID)
-	if !known && p.DeletionTimestamp == nil && !k.admit(p) {
-		return
+	if !known && p.DeletionTimestamp == nil {
+		k.startup.Seen(p.UID)
+		began := time.Now()
+		ok := k.admit(p)
+		k.startup.Admitted(p.UID, time.Since(began))
+		if !ok {
+			return
+		}
 	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {
@@ -107,6 +113,7 @@ func (k *Kubelet) forget(p *v1.Pod) {
 	if k.statusMgr != nil {
 		k.statusMgr.RemovePod(p.UID)
 	}
+	k.startup.Forget(p.UID)
 	k.mu.Lock()
 	delete(k.rejected, p.UID)
 	delete(k.pending, p.UID)

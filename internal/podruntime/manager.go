@@ -31,6 +31,8 @@ type Config struct {
 	// PodDir is the directory of a pod's own files (its /etc/hosts).
 	PodDir func(uid types.UID) string
 	NodeIP string
+	// Timer, if set, gets the duration of each start-up step.
+	Timer Timer
 }
 
 // Manager syncs pods against the runtime.

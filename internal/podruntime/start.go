@@ -37,7 +37,9 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 			m.crashBackOff.Next(key, ended)
 		}
 	}
+	began := time.Now()
 	imageRef, cerr := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy, s.sandboxCfg)
+	m.timed(pod, phaseImage, c.Name, began)
 	if cerr != nil {
 		s.res.wait(c.Name, cerr, m.pullBackOff.Get(string(pod.UID)+"/"+c.Image))
 		return false
@@ -53,14 +55,19 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, fmt.Sprintf("create log directory: %v", err)}, backOffInitial)
 		return false
 	}
+	began = time.Now()
 	id, err := m.cfg.CRI.Runtime.CreateContainer(ctx, s.sandboxID, cfg, s.sandboxCfg)
+	m.timed(pod, phaseCreate, c.Name, began)
 	if err != nil {
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, err.Error()}, backOffInitial)
 		return false
 	}
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
-	if err := m.cfg.CRI.Runtime.StartContainer(ctx, id); err != nil {
+	began = time.Now()
+	err = m.cfg.CRI.Runtime.StartContainer(ctx, id)
+	m.timed(pod, phaseStart, c.Name, began)
+	if err != nil {
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonRunContainer, err.Error()}, backOffInitial)
 		return false

@@ -83,7 +83,9 @@ func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
 			return false
 		}
 	}
+	began := time.Now()
 	id, ips, err := m.createSandbox(ctx, s.pod, attempt)
+	m.timed(s.pod, phaseSandbox, "", began)
 	if err != nil {
 		m.event(s.pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		s.res.Err = fmt.Errorf("create sandbox of pod %s/%s: %w", s.pod.Namespace, s.pod.Name, err)
