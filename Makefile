@@ -8,6 +8,7 @@
 #   make down   stop all of it (and every pod they ran)
 #   make test   unit tests, then end-to-end tests against the dev containerd
 #               and a real control plane
+#   make bench  Skiff vs the upstream kubelet, side by side (bench/results)
 
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -19,7 +20,7 @@ E2E_LOCK := /run/skiff-dev/e2e.lock
 # make e2e RUN=TestName limits the end-to-end run (go test -run).
 RUN ?= .
 
-.PHONY: deps build runtime tools test e2e up down
+.PHONY: deps build runtime tools test e2e bench up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -47,6 +48,15 @@ e2e: runtime tools
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
 	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock $(E2E_LOCK) go test -tags e2e -count=1 -p 1 -timeout 60m -run '$(RUN)' ./test/cluster/... ./test/e2e/...
+
+# Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
+# results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 1.
+BENCH_FLAGS ?=
+bench: runtime tools build
+	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd: run 'make down' first" >&2; exit 1; fi
+	mkdir -p $(dir $(E2E_LOCK))
+	go build -o bin/skiffbench ./bench/cmd/skiffbench
+	SKIFF_E2E_LOCK_HELD=1 flock $(E2E_LOCK) bin/skiffbench $(BENCH_FLAGS)
 
 up: runtime tools build
 	hack/cluster.sh up --api-port 6443

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/skiff-sh/skiff/test/cluster"
+)
+
+var getOpts = metav1.GetOptions{}
+
+// bench is one benchmark run: the control plane and what every kubelet run
+// shares.
+type bench struct {
+	o          options
+	c          *cluster.Cluster
+	client     kubernetes.Interface
+	nodes      typedcorev1.NodeInterface
+	runtime    *criCleaner
+	audit      *auditLog
+	dir        string // scratch: kubelet roots, logs, the shared config
+	config     string
+	kubeconfig string
+	results    *results
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "skiffbench-")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("skiffbench: scratch directory %s (kubelet logs)\n", dir)
+	b := &bench{o: o, dir: dir, results: newResults(o)}
+	if b.runtime, err = newCRICleaner(ctx, o.cri); err != nil {
+		return err
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
+	b.audit = &auditLog{path: filepath.Join(dir, "audit.log")}
+	fmt.Println("skiffbench: starting the control plane")
+	b.c, err = cluster.Start(ctx, cluster.Options{
+		Dir:                filepath.Join(dir, "cluster"),
+		ExtraAPIServerArgs: auditArgs(policy, b.audit.path),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "skiffbench: stopping the control plane:", err)
+		}
+	}()
+	cfg := b.c.RESTConfig()
+	// Create 100 pods at once without client-side throttling.
+	cfg.QPS, cfg.Burst = 1000, 1000
+	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	b.nodes = b.client.CoreV1().Nodes()
+	b.kubeconfig = filepath.Join(dir, "node.kubeconfig")
+	if err := b.c.NodeKubeconfig(nodeName, b.kubeconfig); err != nil {
+		return err
+	}
+	port, err1 := freePort()
+	healthz, err2 := freePort()
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("free ports: %v %v", err1, err2)
+	}
+	b.config = filepath.Join(dir, "kubelet-config.yaml")
+	if err := os.WriteFile(b.config, []byte(kubeletConfig(o.cri, port, healthz)), 0o644); err != nil {
+		return err
+	}
+	if n, err := b.runtime.removeAll(ctx, nil); err != nil {
+		return err
+	} else if n > 0 {
+		fmt.Printf("skiffbench: removed %d leftover sandboxes from the runtime\n", n)
+	}
+
+	for round := 1; round <= o.rounds; round++ {
+		order := []string{skiff, upstream}
+		if round%2 == 0 {
+			order = []string{upstream, skiff}
+		}
+		for _, kind := range order {
+			if err := b.runKubelet(ctx, kind, round); err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, kind, err)
+			}
+		}
+	}
+	return b.results.write(o.outDir, os.Stdout)
+}
+
+// runKubelet runs every workload with one kubelet as the node and leaves
+// the runtime and the apiserver clean for the next.
+func (b *bench) runKubelet(ctx context.Context, kind string, round int) error {
+	fmt.Printf("skiffbench: round %d: %s\n", round, kind)
+	spec := kubeletSpec{
+		kind: kind, bin: b.o.kubeletBin, config: b.config, kubeconfig: b.kubeconfig, cri: b.o.cri,
+		dir: filepath.Join(b.dir, fmt.Sprintf("r%d-%s", round, kind)),
+	}
+	if kind == skiff {
+		spec.bin = b.o.skiffBin
+		if b.o.profile {
+			spec.profile = filepath.Join(spec.dir, "skiff.cpu.pprof")
+		}
+	}
+	p, err := startKubelet(spec)
+	if err != nil {
+		return err
+	}
+	s := startSampler(p.pid, 250*time.Millisecond)
+	started := time.Now()
+	err = b.workloads(ctx, kind, round, p, s, started)
+	s.stop()
+	if hwm, herr := readVmHWM(p.pid); herr == nil {
+		b.results.node(kind, round).VmHWMMB = hwm
+	}
+	if serr := p.stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if cerr := b.cleanup(ctx, spec); cerr != nil && err == nil {
+		err = cerr
+	}
+	if spec.profile != "" {
+		b.results.profiles = append(b.results.profiles, spec.profile)
+	}
+	return err
+}
+
+func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubeletProc, s *sampler, started time.Time) error {
+	if err := b.waitNodeReady(ctx, p, 90*time.Second); err != nil {
+		return err
+	}
+	nr := b.results.node(kind, round)
+	nr.StartupSeconds = time.Since(started).Seconds()
+	sleepCtx(ctx, 5*time.Second) // past the start-up work
+	from := time.Now()
+	sleepCtx(ctx, b.o.idle)
+	nr.Idle = summarize(s.window(from, time.Now()))
+	fmt.Printf("  node Ready after %.1fs; idle %.2f%% CPU, %.0f MB\n", nr.StartupSeconds, nr.Idle.CPUPercent, nr.Idle.MedianRSSMB)
+
+	for _, w := range strings.Split(b.o.workloads, ",") {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ns, err := b.namespace(ctx)
+		if err != nil {
+			return err
+		}
+		wr := &workloadResult{Workload: w, Kubelet: kind, Round: round}
+		if w == "c" {
+			if honored, why := b.probeHonored(ctx, ns); !honored {
+				wr.NotComparable = why
+			}
+		}
+		if err := b.audit.skip(); err != nil {
+			return err
+		}
+		from := time.Now()
+		var r batchResult
+		switch w {
+		case "a":
+			wr.Name = fmt.Sprintf(workloadNames[w], b.o.small)
+			r = runBatch(ctx, b.client, ns, b.o.small, false, b.o.hold)
+		case "b":
+			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
+			r = runBatch(ctx, b.client, ns, b.o.large, false, b.o.hold)
+		case "c":
+			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
+			r = runBatch(ctx, b.client, ns, b.o.large, true, b.o.hold)
+		case "d":
+			wr.Name = fmt.Sprintf(workloadNames[w], b.o.churn, b.o.flight)
+			r = runChurn(ctx, b.client, ns, b.o.churn, b.o.flight)
+		}
+		sleepCtx(ctx, 2*time.Second) // trailing event and status requests
+		if wr.Requests, err = b.audit.next("system:node:" + nodeName); err != nil {
+			return err
+		}
+		wr.fill(r)
+		wr.Usage = summarize(s.window(from, time.Now()))
+		if !r.steadyFrom.IsZero() {
+			wr.Steady = summarize(s.window(r.steadyFrom, r.steadyTo))
+		}
+		if kind == skiff {
+			wr.Breakdown, wr.BreakdownEvents = b.breakdown(ctx, ns)
+		}
+		b.results.add(wr)
+		fmt.Println("  " + wr.line())
+		_ = b.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		if err := p.alive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// namespace creates a fresh namespace and waits for its ServiceAccount
+// (pods are refused until it exists).
+func (b *bench) namespace(ctx context.Context) (string, error) {
+	ns, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); sleepCtx(ctx, 100*time.Millisecond) {
+		if _, err := b.client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", getOpts); err == nil {
+			return ns.Name, nil
+		}
+	}
+	return "", fmt.Errorf("no default ServiceAccount in %s after 1m", ns.Name)
+}
+
+// cleanup leaves nothing of a kubelet run behind: its sandboxes, its Node
+// and Lease.
+func (b *bench) cleanup(ctx context.Context, spec kubeletSpec) error {
+	n, err := b.runtime.removeAll(ctx, func(ns string) bool { return strings.HasPrefix(ns, "bench-") })
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Printf("  removed %d sandboxes %s left behind\n", n, spec.kind)
+	}
+	_ = b.client.CoordinationV1().Leases("kube-node-lease").Delete(ctx, nodeName, metav1.DeleteOptions{})
+	if err := b.nodes.Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil && !isNotFound(err) {
+		return err
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); sleepCtx(ctx, 200*time.Millisecond) {
+		if _, err := b.nodes.Get(ctx, nodeName, getOpts); isNotFound(err) {
+			return unmountUnder(filepath.Join(spec.dir, "root"))
+		}
+	}
+	return fmt.Errorf("node %s still exists 30s after its deletion", nodeName)
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// The two kubelets under test.
+const (
+	skiff    = "skiff"
+	upstream = "upstream"
+)
+
+// nodeName is the Node both kubelets register, one at a time: the same
+// name, credentials and config, so neither gets a different apiserver path.
+const nodeName = "bench-node"
+
+// kubeletSpec says how to run one kubelet as the bench node.
+type kubeletSpec struct {
+	kind       string // skiff or upstream
+	bin        string
+	config     string // the shared KubeletConfiguration
+	kubeconfig string
+	cri        string
+	dir        string // this run's root dir, log and profile live here
+	profile    string // skiff only: CPU profile path, "" for none
+}
+
+// kubeletProc is a running kubelet.
+type kubeletProc struct {
+	cmd     *exec.Cmd
+	pid     int
+	logPath string
+	exited  chan struct{}
+}
+
+func (s kubeletSpec) args() []string {
+	args := []string{
+		"--config", s.config,
+		"--kubeconfig", s.kubeconfig,
+		"--container-runtime-endpoint", s.cri,
+		"--root-dir", filepath.Join(s.dir, "root"),
+		"--hostname-override", nodeName,
+		"--v", "1",
+	}
+	switch s.kind {
+	case skiff:
+		// PodStartupBreakdown events: the benchmark's per-phase breakdown.
+		args = append(args, "--pod-startup-breakdown-events")
+		if s.profile != "" {
+			args = append(args, "--cpu-profile", s.profile)
+		}
+	case upstream:
+		// The same pause image as Skiff's default; containerd's
+		// sandbox_image is the same one, this only pins it against GC.
+		args = append(args, "--pod-infra-container-image", "skiff.local/pause:3.10",
+			"--cert-dir", filepath.Join(s.dir, "pki"))
+	}
+	return args
+}
+
+func startKubelet(s kubeletSpec) (*kubeletProc, error) {
+	if err := os.MkdirAll(filepath.Join(s.dir, "root"), 0o750); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(s.dir, s.kind+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group; killed with the benchmark if it dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", s.kind, err)
+	}
+	p := &kubeletProc{cmd: cmd, pid: cmd.Process.Pid, logPath: logPath, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits; SIGKILL after 30 s.
+func (p *kubeletProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		<-p.exited
+		return fmt.Errorf("kubelet pid %d did not stop within 30s of SIGTERM", p.pid)
+	}
+}
+
+func (p *kubeletProc) alive() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("kubelet exited: %s", tailFile(p.logPath, 20))
+	default:
+		return nil
+	}
+}
+
+// kubeletConfig is the KubeletConfiguration both kubelets run with. What
+// the upstream kubelet needs on this machine: the cgroupfs driver (the dev
+// containerd's runc), no swap check, its ports off the defaults, no
+// anonymous or webhook auth to set up, and image GC and hard eviction that
+// cannot trip during a run. Skiff reads the same file.
+func kubeletConfig(cri string, port, healthzPort int) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: %s
+cgroupDriver: cgroupfs
+failSwapOn: false
+port: %d
+healthzPort: %d
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+resolvConf: /etc/resolv.conf
+clusterDomain: cluster.local
+`, cri, port, healthzPort)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitNode waits for the bench Node to be Ready.
+func (b *bench) waitNodeReady(ctx context.Context, p *kubeletProc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if err := p.alive(); err != nil {
+			return err
+		}
+		if n, err := b.nodes.Get(ctx, nodeName, getOpts); err == nil && nodeIsReady(n) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("node %s not Ready within %s: %s", nodeName, timeout, tailFile(p.logPath, 20))
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := splitLines(string(b))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := ""
+	for _, l := range lines {
+		out += "\n  " + l
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// workloadResult is one workload run with one kubelet in one round.
+type workloadResult struct {
+	Workload      string `json:"workload"`
+	Name          string `json:"name"`
+	Kubelet       string `json:"kubelet"`
+	Round         int    `json:"round"`
+	Pods          int    `json:"pods"`
+	Error         string `json:"error,omitempty"`
+	NotComparable string `json:"notComparable,omitempty"`
+	// Per pod, seconds: create request → Running / Ready seen through the
+	// watch, delete request → object gone.
+	Running []float64 `json:"running"`
+	Ready   []float64 `json:"ready"`
+	Delete  []float64 `json:"delete"`
+	// Makespans, seconds: first create → last Ready; first delete → last
+	// gone. The churn loop has one makespan: the whole loop.
+	ReadyMakespan  float64 `json:"readyMakespan"`
+	DeleteMakespan float64 `json:"deleteMakespan"`
+	// The kubelet process during the workload, and during the hold with
+	// every pod Ready (batches).
+	Usage  usage `json:"usage"`
+	Steady usage `json:"steady"`
+	// The node's API requests during the workload, by verb and resource.
+	Requests requestCounts `json:"requests"`
+	// Skiff only: its PodStartupBreakdown events, by phase (seconds), and
+	// how many there were (their creates are in Requests; see perPod).
+	Breakdown       map[string][]float64 `json:"breakdown,omitempty"`
+	BreakdownEvents int                  `json:"breakdownEvents,omitempty"`
+}
+
+func (w *workloadResult) fill(r batchResult) {
+	if r.err != nil {
+		w.Error = r.err.Error()
+	}
+	for _, p := range r.pods {
+		w.Pods++
+		if !p.created.IsZero() && !p.running.IsZero() {
+			w.Running = append(w.Running, p.running.Sub(p.created).Seconds())
+		}
+		if !p.created.IsZero() && !p.ready.IsZero() {
+			w.Ready = append(w.Ready, p.ready.Sub(p.created).Seconds())
+		}
+		if !p.deleteReq.IsZero() && !p.gone.IsZero() {
+			w.Delete = append(w.Delete, p.gone.Sub(p.deleteReq).Seconds())
+		}
+	}
+	if !r.allReady.IsZero() {
+		w.ReadyMakespan = r.allReady.Sub(r.start).Seconds()
+	}
+	if !r.allGone.IsZero() && w.Workload != "d" {
+		w.DeleteMakespan = r.allGone.Sub(r.delStart).Seconds()
+	}
+}
+
+// requestsPerPod is the node's API requests per pod lifecycle, without the
+// PodStartupBreakdown event creates (one per pod, Skiff's benchmark-only
+// extra).
+func (w *workloadResult) requestsPerPod() float64 {
+	if w.Pods == 0 {
+		return 0
+	}
+	return float64(w.Requests.total()-w.BreakdownEvents) / float64(w.Pods)
+}
+
+func (w *workloadResult) line() string {
+	s := fmt.Sprintf("%-34s ready p50 %5.2fs p99 %5.2fs makespan %5.2fs, delete p50 %5.2fs, %5.1f req/pod, peak %3.0f MB, %.1f CPU s",
+		w.Name, percentile(w.Ready, 50), percentile(w.Ready, 99), w.ReadyMakespan, percentile(w.Delete, 50),
+		w.requestsPerPod(), w.Usage.PeakRSSMB, w.Usage.CPUSeconds)
+	if w.Error != "" {
+		s += " [incomplete: " + w.Error + "]"
+	}
+	if w.NotComparable != "" {
+		s += " [not comparable: " + w.NotComparable + "]"
+	}
+	return s
+}
+
+// nodeResult is one kubelet run's node-level figures.
+type nodeResult struct {
+	Kubelet        string  `json:"kubelet"`
+	Round          int     `json:"round"`
+	StartupSeconds float64 `json:"startupSeconds"` // process start → Node Ready
+	Idle           usage   `json:"idle"`
+	VmHWMMB        float64 `json:"vmHWMMB"` // peak RSS over the whole run
+}
+
+// percentile is the nearest-rank percentile of xs (NaN when empty).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	if rank < 1 {
+		rank = 1
+	}
+	return s[rank-1]
+}
+
+func median(xs []float64) float64 { return percentile(xs, 50) }
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
