@@ -28,11 +28,14 @@ func TestPercentile(t *testing.T) {
 
 func TestParseProc(t *testing.T) {
 	status := "Name:\tkubelet\nVmPeak:\t  900 kB\nVmRSS:\t   81920 kB\nRssAnon:\t 100 kB\n"
-	if kb, err := parseVmRSS(status); err != nil || kb != 81920 {
-		t.Errorf("parseVmRSS = %d, %v", kb, err)
+	if kb, err := parseStatusKB(status, "VmRSS"); err != nil || kb != 81920 {
+		t.Errorf("VmRSS = %d, %v", kb, err)
 	}
-	if _, err := parseVmRSS("Name: x\n"); err == nil {
-		t.Error("parseVmRSS without VmRSS: no error")
+	if kb, err := parseStatusKB(status, "RssAnon"); err != nil || kb != 100 {
+		t.Errorf("RssAnon = %d, %v", kb, err)
+	}
+	if _, err := parseStatusKB("Name: x\n", "VmRSS"); err == nil {
+		t.Error("no VmRSS: no error")
 	}
 	// The command name may hold spaces and parentheses.
 	stat := "1234 (my (odd) cmd) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 12 0 100 0 0"

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -24,6 +25,7 @@ type results struct {
 	Workloads []*workloadResult `json:"workloads"`
 	Nodes     []*nodeResult     `json:"nodes"`
 	profiles  []string
+	skiffBin  string
 	order     []string // workloads in run order
 }
 
@@ -68,7 +70,8 @@ func newResults(o options) *results {
 			"churn": fmt.Sprint(o.churn), "inFlight": fmt.Sprint(o.flight), "workloads": o.workloads,
 			"idle": o.idle.String(), "hold": o.hold.String(),
 		},
-		order: strings.Split(o.workloads, ","),
+		order:    strings.Split(o.workloads, ","),
+		skiffBin: o.skiffBin,
 	}
 	return r
 }
@@ -146,6 +149,7 @@ func workloadMetrics(w string) []metric {
 			metric{"makespan to all Ready (s)", perRound(func(x *workloadResult) float64 { return x.ReadyMakespan })},
 			metric{"makespan of deletion (s)", perRound(func(x *workloadResult) float64 { return x.DeleteMakespan })},
 			metric{"steady RSS, all Ready (MB)", perRound(func(x *workloadResult) float64 { return x.Steady.MedianRSSMB })},
+			metric{"  of which anonymous (MB)", perRound(func(x *workloadResult) float64 { return x.Steady.MedianAnonMB })},
 			metric{"steady CPU, all Ready (% of a core)", perRound(func(x *workloadResult) float64 { return x.Steady.CPUPercent })})
 	}
 	return append(ms,
@@ -173,6 +177,7 @@ func (r *results) computeRows() {
 	nodeMetric("start → Node Ready (s)", func(n *nodeResult) float64 { return n.StartupSeconds })
 	nodeMetric("idle CPU (% of a core)", func(n *nodeResult) float64 { return n.Idle.CPUPercent })
 	nodeMetric("idle RSS (MB)", func(n *nodeResult) float64 { return n.Idle.MedianRSSMB })
+	nodeMetric("  of which anonymous (MB)", func(n *nodeResult) float64 { return n.Idle.MedianAnonMB })
 	nodeMetric("peak RSS over the run, VmHWM (MB)", func(n *nodeResult) float64 { return n.VmHWMMB })
 	for _, w := range r.order {
 		s, u := r.pick(w, skiff), r.pick(w, upstream)
@@ -232,7 +237,33 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nwritten: %s.json, %s.md\n", base, base)
+	if len(r.profiles) > 0 {
+		r.saveProfile(r.profiles[len(r.profiles)-1], base, stdout)
+	}
 	return nil
+}
+
+// saveProfile keeps the last Skiff run's CPU profile next to the results,
+// with `go tool pprof -top` of it as text.
+func (r *results) saveProfile(src, base string, stdout io.Writer) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		fmt.Fprintf(stdout, "no CPU profile: %v\n", err)
+		return
+	}
+	dst := base + "-skiff.cpu.pprof"
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		fmt.Fprintf(stdout, "saving the CPU profile: %v\n", err)
+		return
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", r.skiffBin, dst).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(stdout, "go tool pprof: %v\n%s", err, out)
+		return
+	}
+	if err := os.WriteFile(base+"-skiff.cpu.txt", out, 0o644); err == nil {
+		fmt.Fprintf(stdout, "CPU profile of the last Skiff run: %s (top: %s-skiff.cpu.txt)\n", dst, base)
+	}
 }
 
 func describeMachine() machine {

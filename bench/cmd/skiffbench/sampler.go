@@ -17,6 +17,7 @@ const clockTicks = 100
 type procSample struct {
 	at     time.Time
 	rssKB  int64   // VmRSS
+	anonKB int64   // RssAnon: heap and stacks, without the mapped binary
 	cpuSec float64 // utime+stime
 }
 
@@ -84,9 +85,12 @@ func (s *sampler) window(from, to time.Time) []procSample {
 type usage struct {
 	PeakRSSMB   float64 `json:"peakRSSMB"`
 	MedianRSSMB float64 `json:"medianRSSMB"`
-	CPUSeconds  float64 `json:"cpuSeconds"`
-	CPUPercent  float64 `json:"cpuPercentOfOneCore"`
-	Seconds     float64 `json:"seconds"`
+	// MedianAnonMB is the anonymous part of MedianRSSMB's samples (heap,
+	// stacks); the rest is the binary and other mapped files.
+	MedianAnonMB float64 `json:"medianAnonMB"`
+	CPUSeconds   float64 `json:"cpuSeconds"`
+	CPUPercent   float64 `json:"cpuPercentOfOneCore"`
+	Seconds      float64 `json:"seconds"`
 }
 
 func summarize(w []procSample) usage {
@@ -94,14 +98,17 @@ func summarize(w []procSample) usage {
 		return usage{}
 	}
 	rss := make([]float64, len(w))
+	anon := make([]float64, len(w))
 	var u usage
 	for i, p := range w {
 		rss[i] = float64(p.rssKB) / 1024
+		anon[i] = float64(p.anonKB) / 1024
 		if rss[i] > u.PeakRSSMB {
 			u.PeakRSSMB = rss[i]
 		}
 	}
 	u.MedianRSSMB = percentile(rss, 50)
+	u.MedianAnonMB = percentile(anon, 50)
 	first, last := w[0], w[len(w)-1]
 	u.CPUSeconds = last.cpuSec - first.cpuSec
 	u.Seconds = last.at.Sub(first.at).Seconds()
@@ -121,7 +128,11 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return procSample{}, err
 	}
-	rss, err := parseVmRSS(string(status))
+	rss, err := parseStatusKB(string(status), "VmRSS")
+	if err != nil {
+		return procSample{}, err
+	}
+	anon, err := parseStatusKB(string(status), "RssAnon")
 	if err != nil {
 		return procSample{}, err
 	}
@@ -129,13 +140,14 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return procSample{}, err
 	}
-	return procSample{at: now, rssKB: rss, cpuSec: cpu}, nil
+	return procSample{at: now, rssKB: rss, anonKB: anon, cpuSec: cpu}, nil
 }
 
-// parseVmRSS reads "VmRSS:   12345 kB" from /proc/<pid>/status.
-func parseVmRSS(status string) (int64, error) {
+// parseStatusKB reads a field such as "VmRSS:   12345 kB" from
+// /proc/<pid>/status.
+func parseStatusKB(status, field string) (int64, error) {
 	for _, l := range strings.Split(status, "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) < 1 {
 				break
@@ -143,7 +155,7 @@ func parseVmRSS(status string) (int64, error) {
 			return strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // parseCPU returns utime+stime in seconds from /proc/<pid>/stat. The
