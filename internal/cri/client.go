@@ -38,7 +38,7 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, timeout ti
 	if err != nil {
 		return nil, fmt.Errorf("connect to image service %s: %w", imageEndpoint, err)
 	}
-	c := &Client{Runtime: rs, Images: is}
+	c := &Client{Runtime: instrumentedRuntime{rs}, Images: instrumentedImages{is}}
 	vctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, err := rs.Version(vctx, "v1")

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/status"
@@ -19,6 +20,11 @@ import (
 // records the pod's status.
 
 func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
+	op := "sync"
+	if st == nil || len(st.Sandboxes) == 0 {
+		op = "create"
+	}
+	defer observeWorker(op, time.Now())
 	s := k.computeStatus(pod, st, false)
 	if k.client != nil && IsStaticPod(pod) {
 		if err := k.syncMirrorPod(ctx, pod); err != nil {
@@ -44,6 +50,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 }
 
 func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
+	defer observeWorker("kill", time.Now())
 	if err := k.runtime.KillPod(ctx, pod, st, grace); err != nil {
 		return fmt.Errorf("kill pod: %w", err)
 	}
@@ -72,7 +79,12 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	}
 	k.statuses.Delete(st.ID)
 	k.setWaiting(st.ID, nil)
+	metrics.PodStarts.Forget(st.ID)
 	return nil
+}
+
+func observeWorker(op string, start time.Time) {
+	metrics.PodWorkerDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
 // computeStatus computes the pod's API status, stores it and hands it to
@@ -96,6 +108,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 	if isReady(s) {
 		k.startup.Ready(pod)
 	}
+	metrics.PodStarts.Status(pod, &s, time.Now())
 	if k.statusMgr != nil {
 		k.statusMgr.SetPodStatus(pod, s)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -89,6 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	metrics.SetNodeName(cfg.NodeName)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	k := &Kubelet{

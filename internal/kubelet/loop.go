@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
@@ -74,6 +75,9 @@ func (k *Kubelet) handlePod(p *v1.Pod) {
 			return
 		}
 	}
+	if !known {
+		metrics.PodStarts.Seen(p.UID, time.Now())
+	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {
 		k.workers.Terminate(p, p.DeletionGracePeriodSeconds)
@@ -118,6 +122,7 @@ func (k *Kubelet) forget(p *v1.Pod) {
 	delete(k.rejected, p.UID)
 	delete(k.pending, p.UID)
 	k.mu.Unlock()
+	metrics.PodStarts.Forget(p.UID)
 }
 
 func refOf(p *v1.Pod) cri.PodRef {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // EventType is the kind of change seen for one container or sandbox.
@@ -56,6 +57,7 @@ type PLEG struct {
 	pods      map[types.UID]*container.Pod // as of the last relist
 	reinspect map[types.UID]bool           // status reads that failed last time
 	lastOK    time.Time
+	lastStart time.Time // of the previous relist, for the interval metric
 }
 
 // New returns a PLEG relisting every period.
@@ -109,6 +111,11 @@ func (p *PLEG) Pods() []cri.PodRef {
 // Relist lists the runtime once, updates the cache and sends events.
 func (p *PLEG) Relist(ctx context.Context) {
 	ts := time.Now()
+	if !p.lastStart.IsZero() {
+		metrics.PLEGRelistInterval.Observe(ts.Sub(p.lastStart).Seconds())
+	}
+	p.lastStart = ts
+	defer func() { metrics.PLEGRelistDuration.Observe(time.Since(ts).Seconds()) }()
 	pods, err := p.rt.ListPods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "PLEG: relist failed")
@@ -151,10 +158,13 @@ func (p *PLEG) Relist(ctx context.Context) {
 	p.mu.Lock()
 	p.pods, p.reinspect, p.lastOK = current, reinspect, ts
 	p.mu.Unlock()
+	metrics.PLEGLastSeen.Set(float64(ts.Unix()))
+	recordRunning(pods)
 	for _, e := range events {
 		select {
 		case p.events <- e:
 		default:
+			metrics.PLEGDiscardEvents.Inc()
 			klog.ErrorS(nil, "PLEG: event channel is full, dropping event", "event", e.Type, "podUID", e.ID)
 		}
 	}
@@ -209,4 +219,27 @@ func states(p *container.Pod) map[string]container.State {
 		m[c.ID] = c.State
 	}
 	return m
+}
+
+// recordRunning sets the running pods and containers gauges from a relist.
+func recordRunning(pods []*container.Pod) {
+	running := 0
+	byState := map[container.State]int{
+		container.StateCreated: 0, container.StateRunning: 0, container.StateExited: 0, container.StateUnknown: 0,
+	}
+	for _, pod := range pods {
+		for _, s := range pod.Sandboxes {
+			if s.State == container.StateRunning {
+				running++
+				break
+			}
+		}
+		for _, c := range pod.Containers {
+			byState[c.State]++
+		}
+	}
+	metrics.RunningPods.Set(float64(running))
+	for state, n := range byState {
+		metrics.RunningContainers.WithLabelValues(string(state)).Set(float64(n))
+	}
 }

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // ensureImage makes the image present as the pull policy asks and returns
@@ -50,7 +52,22 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 	}
 	m.pullBackOff.Reset(key)
 	m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(start).Round(time.Millisecond))
+	m.recordPull(ctx, pod, ref, start)
 	return ref, nil
+}
+
+// recordPull observes a pull's duration by image size, and tells the pod
+// start tracker, which leaves pull time out of the start SLI.
+func (m *Manager) recordPull(ctx context.Context, pod *v1.Pod, ref string, start time.Time) {
+	end := time.Now()
+	var size uint64
+	if st, err := m.cfg.CRI.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false); err == nil && st.Image != nil {
+		size = st.Image.GetSize()
+	}
+	metrics.ObserveImagePull(end.Sub(start).Seconds(), size)
+	if pod != nil {
+		metrics.PodStarts.Pulled(pod.UID, start, end)
+	}
 }
 
 // event records an event about a pod; pod may be nil (sandbox image pulls).

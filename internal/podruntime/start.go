@@ -8,9 +8,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // startContainer starts a new attempt of c, whose previous attempt (if any)
@@ -55,10 +57,13 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, fmt.Sprintf("create log directory: %v", err)}, backOffInitial)
 		return false
 	}
+	ctype := containerType(pod, c)
+	metrics.StartedContainers.WithLabelValues(ctype).Inc()
 	began = time.Now()
 	id, err := m.cfg.CRI.Runtime.CreateContainer(ctx, s.sandboxID, cfg, s.sandboxCfg)
 	m.timed(pod, phaseCreate, c.Name, began)
 	if err != nil {
+		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, err.Error()}, backOffInitial)
 		return false
@@ -68,6 +73,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	err = m.cfg.CRI.Runtime.StartContainer(ctx, id)
 	m.timed(pod, phaseStart, c.Name, began)
 	if err != nil {
+		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonRunContainer, err.Error()}, backOffInitial)
 		return false
@@ -80,4 +86,14 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 // backOffKey identifies a container's crash back-off, as upstream does.
 func backOffKey(pod *v1.Pod, c *v1.Container) string {
 	return fmt.Sprintf("%s_%s_%s_%s_%x", pod.Name, pod.Namespace, pod.UID, c.Name, HashContainer(c))
+}
+
+// containerType labels c as upstream's started-container metrics do.
+func containerType(pod *v1.Pod, c *v1.Container) string {
+	for i := range pod.Spec.InitContainers {
+		if &pod.Spec.InitContainers[i] == c {
+			return metrics.ContainerTypeInit
+		}
+	}
+	return metrics.ContainerTypeContainer
 }

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Provider is what the read-only endpoints show.
@@ -21,8 +23,8 @@ type Provider interface {
 	Healthy() error
 }
 
-// ReadOnly is the unauthenticated, read-only server: /healthz and /pods.
-// It listens on loopback only.
+// ReadOnly is the unauthenticated, read-only server: /healthz, /pods and
+// the metrics endpoints. It listens on loopback only.
 type ReadOnly struct {
 	addr string
 	srv  *http.Server
@@ -48,7 +50,9 @@ func NewReadOnly(addr string, p Provider) *ReadOnly {
 			klog.ErrorS(err, "Writing /pods response failed")
 		}
 	})
-	return &ReadOnly{addr: addr, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	registerMetrics(mux)
+	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
+	return &ReadOnly{addr: addr, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }
 
 // Run serves until ctx ends.
