@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/server"
+	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
@@ -57,6 +58,7 @@ type Kubelet struct {
 	recorder podruntime.Recorder
 	volumes  *volume.Manager
 	startup  *podstartup.Tracker
+	stats    *stats.Provider
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -165,8 +167,13 @@ func Run(ctx context.Context, cfg Config) error {
 		spawn(k.statusMgr.Run)
 	}
 	spawn(k.pleg.Run)
+	k.stats = stats.New(stats.Config{
+		Runtime: client.Runtime, Images: client.Images, NodeName: cfg.NodeName,
+		RootDir: cfg.RootDir, PodLogsDir: logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
+	})
+	spawn(k.stats.Run)
 	if kc.ReadOnlyPort > 0 {
-		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k)
+		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k, k.stats)
 		spawn(func(ctx context.Context) {
 			if err := srv.Run(ctx); err != nil {
 				klog.ErrorS(err, "Read-only server stopped")

@@ -23,15 +23,15 @@ type Provider interface {
 	Healthy() error
 }
 
-// ReadOnly is the unauthenticated, read-only server: /healthz, /pods and
-// the metrics endpoints. It listens on loopback only.
+// ReadOnly is the unauthenticated, read-only server: /healthz, /pods,
+// /stats/summary and the metrics endpoints. It listens on loopback only.
 type ReadOnly struct {
 	addr string
 	srv  *http.Server
 }
 
-// NewReadOnly returns a server for addr (host:port).
-func NewReadOnly(addr string, p Provider) *ReadOnly {
+// NewReadOnly returns a server for addr (host:port); sp may be nil.
+func NewReadOnly(addr string, p Provider, sp StatsProvider) *ReadOnly {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := p.Healthy(); err != nil {
@@ -51,6 +51,7 @@ func NewReadOnly(addr string, p Provider) *ReadOnly {
 		}
 	})
 	registerMetrics(mux)
+	registerStats(mux, sp)
 	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
 	return &ReadOnly{addr: addr, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }

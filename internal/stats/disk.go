@@ -1,0 +1,81 @@
+package stats
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// diskUsage is one walk of the pods' volumes and logs.
+type diskUsage struct {
+	t       time.Time
+	volumes map[types.UID][]statsapi.VolumeStats
+	logs    map[types.UID]map[string]usage // by container name
+}
+
+// walkDisk measures every pod's volumes (<root>/pods/<uid>/volumes/<plugin>/<name>)
+// and container logs (<logs>/<ns>_<name>_<uid>/<container>/).
+func (p *Provider) walkDisk(ctx context.Context) {
+	start := p.now()
+	d := &diskUsage{t: start, volumes: map[types.UID][]statsapi.VolumeStats{}, logs: map[types.UID]map[string]usage{}}
+	pods, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
+	for _, pod := range pods {
+		if ctx.Err() != nil {
+			return
+		}
+		uid := types.UID(pod.Name())
+		plugins, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes"))
+		for _, plugin := range plugins {
+			dir := filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes", plugin.Name())
+			vols, _ := os.ReadDir(dir)
+			for _, v := range vols {
+				if vs, ok := volumeStats(filepath.Join(dir, v.Name()), v.Name(), start); ok {
+					d.volumes[uid] = append(d.volumes[uid], vs)
+				}
+			}
+		}
+	}
+	if p.cfg.PodLogsDir != "" {
+		dirs, _ := os.ReadDir(p.cfg.PodLogsDir)
+		for _, dir := range dirs {
+			parts := strings.Split(dir.Name(), "_")
+			if len(parts) != 3 || ctx.Err() != nil {
+				continue
+			}
+			uid := types.UID(parts[2])
+			containers, _ := os.ReadDir(filepath.Join(p.cfg.PodLogsDir, dir.Name()))
+			for _, c := range containers {
+				u, err := dirUsage(filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
+				if err != nil {
+					continue
+				}
+				if d.logs[uid] == nil {
+					d.logs[uid] = map[string]usage{}
+				}
+				d.logs[uid][c.Name()] = u
+			}
+		}
+	}
+	klog.V(4).InfoS("Measured pod volumes and logs", "took", p.now().Sub(start))
+	p.mu.Lock()
+	p.disk = d
+	p.mu.Unlock()
+}
+
+func volumeStats(dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
+	u, err := dirUsage(dir)
+	if err != nil {
+		return statsapi.VolumeStats{}, false
+	}
+	info, err := statfs(dir)
+	if err != nil {
+		return statsapi.VolumeStats{}, false
+	}
+	return statsapi.VolumeStats{Name: name, FsStats: *info.fsStats(t, ptr(u.bytes), ptr(u.inodes))}, true
+}

@@ -1,0 +1,124 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// Summary returns the node's and its pods' statistics from the last sample
+// (taking one if there is none yet). onlyCPUAndMemory leaves filesystems,
+// network, volumes and rlimits out, as upstream's only_cpu_and_memory.
+func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error) {
+	p.mu.RLock()
+	s, d := p.snap, p.disk
+	p.mu.RUnlock()
+	if s == nil {
+		if err := p.Sample(ctx); err != nil {
+			return nil, err
+		}
+		p.mu.RLock()
+		s = p.snap
+		p.mu.RUnlock()
+	}
+	if s.nodeErr != nil {
+		return nil, errors.Join(errors.New("read node CPU and memory"), s.nodeErr)
+	}
+	out := &statsapi.Summary{Node: p.nodeStats(s, onlyCPUAndMemory)}
+	for _, ps := range s.pods {
+		out.Pods = append(out.Pods, p.podStats(s, ps, d, onlyCPUAndMemory))
+	}
+	sort.Slice(out.Pods, func(i, j int) bool {
+		a, b := out.Pods[i].PodRef, out.Pods[j].PodRef
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	return out, nil
+}
+
+func (p *Provider) nodeStats(s *snapshot, onlyCPUAndMemory bool) statsapi.NodeStats {
+	n := statsapi.NodeStats{
+		NodeName:  p.cfg.NodeName,
+		StartTime: metaTime(s.bootTime),
+		CPU: &statsapi.CPUStats{Time: metaTime(s.t), UsageCoreNanoSeconds: ptr(s.node.cpuNanos),
+			UsageNanoCores: s.nodeRate},
+		Memory: memoryStats(s.t, &s.node, s.memCap),
+	}
+	if onlyCPUAndMemory {
+		return n
+	}
+	if ifaces, err := netDev(p.cfg.ProcRoot + "/net/dev"); err == nil {
+		n.Network = network(s.t, ifaces, s.defaultNIC)
+	}
+	if info, err := statfs(p.cfg.RootDir); err == nil {
+		n.Fs = info.wholeFs(p.now())
+	}
+	if fs := s.imageFs; fs != nil {
+		img := fs.info.fsStats(s.t, fs.used, fs.ino)
+		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
+	}
+	n.Rlimit = p.host.rlimit(s.t)
+	return n
+}
+
+// memoryStats turns a reading into MemoryStats; with a capacity (the node),
+// availableBytes is what the working set leaves, as upstream.
+func memoryStats(t time.Time, m *cpuMem, capacity uint64) *statsapi.MemoryStats {
+	ms := &statsapi.MemoryStats{Time: metaTime(t), UsageBytes: ptr(m.usage), WorkingSetBytes: ptr(m.workingSet),
+		RSSBytes: ptr(m.rss), PageFaults: ptr(m.pageFaults), MajorPageFaults: ptr(m.majorPageFaults)}
+	if capacity > 0 {
+		ms.AvailableBytes = ptr(sub(capacity, m.workingSet))
+	}
+	return ms
+}
+
+func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAndMemory bool) statsapi.PodStats {
+	out := statsapi.PodStats{
+		PodRef:    statsapi.PodReference{Name: ps.ref.Name, Namespace: ps.ref.Namespace, UID: string(ps.ref.UID)},
+		StartTime: metaTime(ps.start),
+		CPU: &statsapi.CPUStats{Time: metaTime(ps.t), UsageCoreNanoSeconds: ptr(ps.cpuMem.cpuNanos),
+			UsageNanoCores: ps.rate},
+		Memory: memoryStats(ps.t, ps.cpuMem, 0),
+	}
+	var logs map[string]usage
+	if d != nil {
+		logs = d.logs[ps.ref.UID]
+	}
+	var ephemeral, ephemeralIno uint64
+	for _, c := range ps.containers {
+		cs := statsapi.ContainerStats{Name: c.name, StartTime: metaTime(c.start), CPU: c.cpu, Memory: c.mem}
+		if !onlyCPUAndMemory {
+			if c.rootfsUsed != nil && s.imageFs != nil {
+				cs.Rootfs = s.imageFs.info.fsStats(c.t, c.rootfsUsed, c.rootfsIno)
+				ephemeral += *c.rootfsUsed
+				ephemeralIno += deref(c.rootfsIno)
+			}
+			if u, ok := logs[c.name]; ok {
+				if info, err := statfs(p.cfg.PodLogsDir); err == nil {
+					cs.Logs = info.fsStats(d.t, ptr(u.bytes), ptr(u.inodes))
+				}
+				ephemeral += u.bytes
+				ephemeralIno += u.inodes
+			}
+		}
+		out.Containers = append(out.Containers, cs)
+	}
+	sort.Slice(out.Containers, func(i, j int) bool { return out.Containers[i].Name < out.Containers[j].Name })
+	if onlyCPUAndMemory {
+		return out
+	}
+	out.Network = network(ps.t, ps.net, "eth0")
+	if d != nil {
+		out.VolumeStats = d.volumes[ps.ref.UID]
+		for _, v := range out.VolumeStats {
+			ephemeral += deref(v.UsedBytes)
+			ephemeralIno += deref(v.InodesUsed)
+		}
+	}
+	if info, err := statfs(p.cfg.RootDir); err == nil {
+		out.EphemeralStorage = info.fsStats(s.t, ptr(ephemeral), ptr(ephemeralIno))
+	}
+	return out
+}
