@@ -50,7 +50,7 @@ func NewReadOnly(addr string, p Provider, sp StatsProvider) *ReadOnly {
 			klog.ErrorS(err, "Writing /pods response failed")
 		}
 	})
-	registerMetrics(mux)
+	MetricsRoutes(mux)
 	registerStats(mux, sp)
 	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
 	return &ReadOnly{addr: addr, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}

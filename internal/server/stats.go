@@ -17,8 +17,12 @@ type StatsProvider interface {
 	ResourceHandler() http.Handler
 }
 
-// registerStats adds /stats/summary and /metrics/resource; both servers
-// serve them, as upstream does.
+// StatsRoutes returns what adds /stats/summary and /metrics/resource to a
+// mux; both servers serve them, as upstream does.
+func StatsRoutes(sp StatsProvider) func(mux *http.ServeMux) {
+	return func(mux *http.ServeMux) { registerStats(mux, sp) }
+}
+
 func registerStats(mux *http.ServeMux, sp StatsProvider) {
 	if sp == nil {
 		return
