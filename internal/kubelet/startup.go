@@ -2,16 +2,16 @@ package kubelet
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 )
 
-// newStartupTracker records pods' start-up phases as histograms in the
-// process's metrics registry and, if asked, as one Event per pod.
+// newStartupTracker records pods' start-up phases as histograms on
+// /metrics and, if asked, as one Event per pod.
 func newStartupTracker(cfg Config, rec podruntime.Recorder) (*podstartup.Tracker, error) {
-	c := podstartup.Config{Registerer: legacyregistry.Registerer()}
+	c := podstartup.Config{Registerer: metrics.Registry}
 	if cfg.PodStartupBreakdownEvents {
 		c.Events = rec
 	}

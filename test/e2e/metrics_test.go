@@ -47,6 +47,9 @@ func TestMetricsAfterPodStart(t *testing.T) {
 		{"kubelet_pleg_relist_duration_seconds", nil},
 		{"kubelet_pleg_relist_interval_seconds", nil},
 		{"kubelet_pod_worker_duration_seconds", map[string]string{"operation_type": "create"}},
+		// Skiff's own start-up breakdown (issue 7) is on the same registry.
+		{"skiff_pod_startup_duration_seconds", nil},
+		{"skiff_pod_startup_phase_duration_seconds", map[string]string{"phase": "sandbox"}},
 	} {
 		if c := histCount(mfs, h.name, h.labels); c < 1 {
 			t.Errorf("%s%v: %d observations, want some", h.name, h.labels, c)
