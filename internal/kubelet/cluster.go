@@ -3,15 +3,16 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/skiff-sh/skiff/internal/certs"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
@@ -25,23 +26,33 @@ type nodeInfo interface {
 }
 
 // newClient builds the apiserver client from --kubeconfig with the
-// configured QPS, burst and content type.
-func newClient(cfg Config) (kubernetes.Interface, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig %s: %w", cfg.Kubeconfig, err)
-	}
+// configured QPS, burst and content type, TLS-bootstrapping the
+// kubeconfig first when --bootstrap-kubeconfig asks for it. The returned
+// credentials must Run when rotateCertificates is on.
+func newClient(ctx context.Context, cfg Config) (kubernetes.Interface, *certs.Client, error) {
 	kc := cfg.Kubelet
+	creds, err := certs.LoadClient(ctx, certs.ClientConfig{
+		Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
+		CertDir: certDir(cfg), NodeName: cfg.NodeName, Rotate: kc.RotateCertificates,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rc := creds.Config
 	rc.QPS = float32(*kc.KubeAPIQPS)
 	rc.Burst = int(kc.KubeAPIBurst)
 	rc.ContentType = kc.ContentType
 	rc.UserAgent = fmt.Sprintf("skiff/%s (%s/%s)", Version, runtime.GOOS, runtime.GOARCH)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("create apiserver client: %w", err)
+		return nil, nil, fmt.Errorf("create apiserver client: %w", err)
 	}
-	return client, nil
+	return client, creds, nil
 }
+
+// certDir holds the kubelet's certificates: <root-dir>/pki, as upstream's
+// default --cert-dir.
+func certDir(cfg Config) string { return filepath.Join(cfg.RootDir, "pki") }
 
 // newEventRecorder sends events to the apiserver as "kubelet" on this host,
 // rate-limited by eventRecordQPS and eventBurst.

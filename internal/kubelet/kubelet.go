@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/certs"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -64,6 +65,7 @@ type Kubelet struct {
 	client    kubernetes.Interface
 	statusMgr *statusmanager.Manager
 	node      nodeInfo
+	serving   *certs.Serving // serverTLSBootstrap's certificate; nil otherwise
 
 	mu       sync.Mutex
 	reasons  map[types.UID]map[string]*podruntime.ContainerError
@@ -76,7 +78,7 @@ type Kubelet struct {
 func Run(ctx context.Context, cfg Config) error {
 	kc := cfg.Kubelet
 	if cfg.Kubeconfig == "" && cfg.BootstrapKubeconfig != "" {
-		return errors.New("--bootstrap-kubeconfig is not supported yet: give a --kubeconfig with the node's credentials")
+		return errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path where the bootstrapped kubeconfig is written")
 	}
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return fmt.Errorf("create root directory: %w", err)
@@ -109,8 +111,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if k.hostIPs, err = nodestatus.HostIPs(ctx, splitIPs(cfg.NodeIP), cfg.NodeName); err != nil {
 		klog.InfoS("Host IP unknown; pods report none", "err", err)
 	}
+	var creds *certs.Client
 	if cfg.Kubeconfig != "" {
-		if k.client, err = newClient(cfg); err != nil {
+		if k.client, creds, err = newClient(ctx, cfg); err != nil {
 			return err
 		}
 		k.recorder = newEventRecorder(ctx, k.client, cfg)
@@ -157,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
 	}
 	if k.client != nil {
+		spawn(creds.Run)
 		if err := k.startNode(ctx, spawn); err != nil {
 			return err
 		}

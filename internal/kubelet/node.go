@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/skiff-sh/skiff/internal/certs"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
@@ -28,6 +29,23 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 	}
 	k.node = c
 	spawn(c.Run)
+	if k.cfg.Kubelet.ServerTLSBootstrap {
+		s, err := certs.NewServing(certs.ServingConfig{
+			Client: k.client, NodeName: k.cfg.NodeName, CertDir: certDir(k.cfg),
+			CertFile: k.cfg.Kubelet.TLSCertFile, KeyFile: k.cfg.Kubelet.TLSPrivateKeyFile,
+			Addresses: func() []v1.NodeAddress {
+				if n := c.Node(); n != nil {
+					return n.Status.Addresses
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		k.serving = s
+		spawn(s.Run)
+	}
 	return nil
 }
 
