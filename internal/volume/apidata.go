@@ -34,17 +34,13 @@ func (m *Manager) setUpAPIData(ctx context.Context, pod *v1.Pod, vol *v1.Volume)
 	case vol.ConfigMap != nil:
 		plugin = "kubernetes.io~configmap"
 		var cm *v1.ConfigMap
-		if cm, err = getObject(ctx, m, func(c context.Context, o metav1.GetOptions) (*v1.ConfigMap, error) {
-			return m.cfg.Client.CoreV1().ConfigMaps(pod.Namespace).Get(c, vol.ConfigMap.Name, o)
-		}); err == nil {
+		if cm, err = orNotFound(m.configMap(ctx, pod, pod.Namespace, vol.ConfigMap.Name)); err == nil {
 			files, err = payload.ConfigMap(vol.ConfigMap, cm)
 		}
 	case vol.Secret != nil:
 		plugin, tmpfs = "kubernetes.io~secret", true
 		var s *v1.Secret
-		if s, err = getObject(ctx, m, func(c context.Context, o metav1.GetOptions) (*v1.Secret, error) {
-			return m.cfg.Client.CoreV1().Secrets(pod.Namespace).Get(c, vol.Secret.SecretName, o)
-		}); err == nil {
+		if s, err = orNotFound(m.secret(ctx, pod, pod.Namespace, vol.Secret.SecretName)); err == nil {
 			files, err = payload.Secret(vol.Secret, s)
 		}
 	case vol.DownwardAPI != nil:
@@ -56,7 +52,7 @@ func (m *Manager) setUpAPIData(ctx context.Context, pod *v1.Pod, vol *v1.Volume)
 		if m.cfg.Client == nil {
 			return Mounted{}, errNoAPIServer
 		}
-		files, err = payload.Projected(vol.Projected, pod, m.getters(ctx), m.cfg.Tokens.TokenFunc(ctx, pod))
+		files, err = payload.Projected(vol.Projected, pod, m.getters(ctx, pod), m.cfg.Tokens.TokenFunc(ctx, pod))
 	}
 	if err != nil {
 		return Mounted{}, err
@@ -93,20 +89,33 @@ func (m *Manager) writeFiles(dir string, files map[string]atomic.File, tmpfs boo
 	return nil
 }
 
-// getObject fetches a ConfigMap or Secret; a missing one is (nil, nil), for
-// the payload to decide by `optional`.
-func getObject[T any](ctx context.Context, m *Manager, get func(context.Context, metav1.GetOptions) (*T, error)) (*T, error) {
+// configMap reads a ConfigMap; an immutable one only once per pod.
+func (m *Manager) configMap(ctx context.Context, pod *v1.Pod, ns, name string) (*v1.ConfigMap, error) {
 	if m.cfg.Client == nil {
 		return nil, errNoAPIServer
 	}
-	obj, err := get(ctx, metav1.GetOptions{})
+	return cachedGet(&m.immutable, immutableKey{pod.UID, "ConfigMap", ns, name}, func() (*v1.ConfigMap, error) {
+		return m.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+}
+
+// secret reads a Secret; an immutable one only once per pod.
+func (m *Manager) secret(ctx context.Context, pod *v1.Pod, ns, name string) (*v1.Secret, error) {
+	if m.cfg.Client == nil {
+		return nil, errNoAPIServer
+	}
+	return cachedGet(&m.immutable, immutableKey{pod.UID, "Secret", ns, name}, func() (*v1.Secret, error) {
+		return m.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+}
+
+// orNotFound turns NotFound into (nil, nil), for the payload to decide by
+// `optional`.
+func orNotFound[T any](obj *T, err error) (*T, error) {
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return obj, nil
+	return obj, err
 }
 
 func (m *Manager) allocatable() v1.ResourceList {
@@ -117,13 +126,13 @@ func (m *Manager) allocatable() v1.ResourceList {
 }
 
 // getters read the ConfigMaps and Secrets of projected volumes.
-func (m *Manager) getters(ctx context.Context) payload.Getters {
+func (m *Manager) getters(ctx context.Context, pod *v1.Pod) payload.Getters {
 	return payload.Getters{
 		ConfigMaps: payload.ConfigMapGetterFunc(func(ns, name string) (*v1.ConfigMap, error) {
-			return m.cfg.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			return m.configMap(ctx, pod, ns, name)
 		}),
 		Secrets: payload.SecretGetterFunc(func(ns, name string) (*v1.Secret, error) {
-			return m.cfg.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			return m.secret(ctx, pod, ns, name)
 		}),
 		NodeAllocatable: m.allocatable(),
 	}

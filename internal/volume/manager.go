@@ -39,8 +39,9 @@ type Config struct {
 
 // Manager sets volumes up and tears them down.
 type Manager struct {
-	cfg  Config
-	root string // <root-dir>/pods
+	cfg       Config
+	root      string // <root-dir>/pods
+	immutable immutableCache
 }
 
 // New returns a Manager.
@@ -96,6 +97,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if m.cfg.Tokens != nil {
 		m.cfg.Tokens.Forget(uid)
 	}
+	m.immutable.forget(uid)
 	return nil
 }
 
