@@ -27,6 +27,8 @@ type ClientConfig struct {
 	CertDir             string // where bootstrapped and rotated pairs live
 	NodeName            string
 	Rotate              bool // rotateCertificates
+
+	bootstrapClient kubernetes.Interface // replaces the bootstrap kubeconfig's client in tests
 }
 
 // Client is the kubelet's apiserver credentials: Config builds its
@@ -51,7 +53,7 @@ func LoadClient(ctx context.Context, cfg ClientConfig) (*Client, error) {
 			klog.InfoS("Requesting a client certificate with the bootstrap kubeconfig", "reason", reason, "bootstrapKubeconfig", cfg.BootstrapKubeconfig)
 			if err := Bootstrap(ctx, BootstrapConfig{
 				Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
-				CertDir: cfg.CertDir, NodeName: cfg.NodeName,
+				CertDir: cfg.CertDir, NodeName: cfg.NodeName, Client: cfg.bootstrapClient,
 			}); err != nil {
 				return nil, fmt.Errorf("TLS bootstrap: %w", err)
 			}
