@@ -63,8 +63,9 @@ type connRotator struct {
 	current  func() *tls.Certificate
 	closeAll func()
 
-	mu   sync.Mutex
-	last *tls.Certificate
+	mu            sync.Mutex
+	last          *tls.Certificate
+	expiredLogged *tls.Certificate
 }
 
 func newConnRotator(current func() *tls.Certificate, closeAll func()) *connRotator {
@@ -77,6 +78,13 @@ func (r *connRotator) check() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.current()
+	if c != nil && c.Leaf != nil && time.Now().After(c.Leaf.NotAfter) && c != r.expiredLogged {
+		// Renewal kept failing: the apiserver now refuses Skiff. A restart
+		// with a bootstrap kubeconfig bootstraps a new certificate.
+		r.expiredLogged = c
+		klog.ErrorS(nil, "The client certificate has expired and could not be renewed; the apiserver will refuse Skiff until it is restarted with valid or bootstrap credentials",
+			"notAfter", c.Leaf.NotAfter, "subject", c.Leaf.Subject.String())
+	}
 	if c == nil || c == r.last {
 		return false
 	}
