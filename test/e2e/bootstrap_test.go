@@ -43,13 +43,14 @@ func newBootstrapNode(t *testing.T, c *cluster.Cluster, extraConfig string) *boo
 	dir := filepath.Dir(n.config)
 	bootstrap := filepath.Join(dir, "bootstrap.kubeconfig")
 	must(t, c.BootstrapKubeconfig(token, bootstrap))
-	appendConfig(t, n, extraConfig)
+	appendNodeConfig(t, n, extraConfig)
 	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
 	n.args = append(n.args, "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", kubeconfig)
 	return &bootstrapNode{clusterNode: cn, kubeconfig: kubeconfig, tokenID: strings.SplitN(token, ".", 2)[0]}
 }
 
-func appendConfig(t *testing.T, n *node, extra string) {
+// appendNodeConfig appends extra to the node's KubeletConfiguration file.
+func appendNodeConfig(t *testing.T, n *node, extra string) {
 	t.Helper()
 	if extra == "" {
 		return

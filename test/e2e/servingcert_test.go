@@ -23,7 +23,7 @@ import (
 // uses it.
 func TestServerTLSBootstrap(t *testing.T) {
 	cn := newClusterNode(t)
-	appendConfig(t, cn.node, "serverTLSBootstrap: true\n")
+	appendNodeConfig(t, cn.node, "serverTLSBootstrap: true\n")
 	started := time.Now().Add(-time.Second).Truncate(time.Second)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
