@@ -80,6 +80,7 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	k.statuses.Delete(st.ID)
 	k.setWaiting(st.ID, nil)
 	metrics.PodStarts.Forget(st.ID)
+	metrics.ForgetPodProbes(st.Namespace, st.Name, st.ID)
 	return nil
 }
 

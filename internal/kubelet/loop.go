@@ -123,6 +123,7 @@ func (k *Kubelet) forget(p *v1.Pod) {
 	delete(k.pending, p.UID)
 	k.mu.Unlock()
 	metrics.PodStarts.Forget(p.UID)
+	metrics.ForgetPodProbes(p.Namespace, p.Name, p.UID)
 }
 
 func refOf(p *v1.Pod) cri.PodRef {

@@ -189,9 +189,12 @@ func TestPodStartTracker(t *testing.T) {
 
 func TestProbeMetrics(t *testing.T) {
 	target := ProbeTarget{ProbeType: "Readiness", Namespace: "ns", Pod: "p", PodUID: "u", Container: "c"}
-	ObserveProbe(target, ProbeSuccessful, 10*time.Millisecond)
-	ObserveProbe(target, ProbeSuccessful, 10*time.Millisecond)
-	ObserveProbe(target, ProbeFailed, 10*time.Millisecond)
+	other := ProbeTarget{ProbeType: "Liveness", Namespace: "ns", Pod: "q", PodUID: "v", Container: "c"}
+	ObserveProbe(target, ProbeSuccessful)
+	ObserveProbe(target, ProbeSuccessful)
+	ObserveProbe(target, ProbeFailed)
+	ObserveProbeDuration(target, 10*time.Millisecond)
+	ObserveProbe(other, ProbeUnknown)
 	if got := value(proberResults.WithLabelValues("Readiness", "successful", "c", "p", "ns", "u")); got != 2 {
 		t.Errorf("successful = %v, want 2", got)
 	}
@@ -201,9 +204,12 @@ func TestProbeMetrics(t *testing.T) {
 	if !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("/metrics/probes lacks %s:\n%s", want, rec.Body.String())
 	}
-	ForgetProbe(target)
-	if n := count(proberResults); n != 0 {
-		t.Errorf("%d probe series left after ForgetProbe", n)
+	ForgetPodProbes("ns", "p", "u")
+	if n := count(proberResults); n != 1 {
+		t.Errorf("%d probe series left after ForgetPodProbes, want only the other pod's", n)
+	}
+	if n := count(proberDuration); n != 0 {
+		t.Errorf("%d probe duration series left after ForgetPodProbes", n)
 	}
 }
 

@@ -48,18 +48,20 @@ type ProbeTarget struct {
 	Container string
 }
 
-// ObserveProbe records one probe run: its result (ProbeSuccessful,
-// ProbeFailed or ProbeUnknown) and how long it took.
-func ObserveProbe(t ProbeTarget, result string, took time.Duration) {
+// ObserveProbe counts one probe run by its result (ProbeSuccessful,
+// ProbeFailed or ProbeUnknown).
+func ObserveProbe(t ProbeTarget, result string) {
 	proberResults.WithLabelValues(t.ProbeType, result, t.Container, t.Pod, t.Namespace, string(t.PodUID)).Inc()
+}
+
+// ObserveProbeDuration records how long a probe took to answer.
+func ObserveProbeDuration(t ProbeTarget, took time.Duration) {
 	proberDuration.WithLabelValues(t.ProbeType, t.Container, t.Pod, t.Namespace).Observe(took.Seconds())
 }
 
-// ForgetProbe drops the series of a probe that no longer runs (its pod or
-// container is gone), so they do not pile up.
-func ForgetProbe(t ProbeTarget) {
-	for _, r := range []string{ProbeSuccessful, ProbeFailed, ProbeUnknown} {
-		proberResults.DeleteLabelValues(t.ProbeType, r, t.Container, t.Pod, t.Namespace, string(t.PodUID))
-	}
-	proberDuration.DeleteLabelValues(t.ProbeType, t.Container, t.Pod, t.Namespace)
+// ForgetPodProbes drops the probe series of a pod that is gone, so they do
+// not pile up.
+func ForgetPodProbes(namespace, pod string, uid types.UID) {
+	proberResults.DeletePartialMatch(prometheus.Labels{"pod_uid": string(uid)})
+	proberDuration.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "pod": pod})
 }
