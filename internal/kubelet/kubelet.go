@@ -127,6 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 		vc.Tokens = payload.New(k.client, nil)
 	}
 	k.volumes = volume.New(vc)
+	env, runServiceWatch := k.newEnv()
 	logsDir := kc.PodLogsDir
 	if logsDir == "" {
 		logsDir = defaultPodLogsDir
@@ -140,6 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},
 		PodDir:     k.volumes.PodDir,
 		Timer:      k.startup,
+		Env:        env,
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{
@@ -154,6 +156,9 @@ func Run(ctx context.Context, cfg Config) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	updates := make(chan podsource.Update, 16)
+	if runServiceWatch != nil {
+		spawn(runServiceWatch)
+	}
 	if kc.StaticPodPath != "" {
 		k.sources = append(k.sources, podsource.File)
 		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: cfg.NodeName, Period: kc.FileCheckFrequency.Duration})

@@ -1,8 +1,8 @@
 package podruntime
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"path/filepath"
 	"strconv"
@@ -32,17 +32,21 @@ func ContainerLogPath(name string, restartCount int) string {
 }
 
 // containerConfig builds the CRI config of one container attempt.
-func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string, volumes map[string]volume.Mounted) (*runtimeapi.ContainerConfig, *ContainerError) {
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string, volumes map[string]volume.Mounted) (*runtimeapi.ContainerConfig, *ContainerError) {
 	if len(c.VolumeDevices) > 0 {
 		return nil, &ContainerError{ReasonCreateContainerConfig, "volumeDevices (raw block volumes) are not supported by this version of Skiff"}
 	}
-	envs, err := m.containerEnv(pod, c, podIPs)
+	env, err := m.cfg.Env.Env(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
 	}
-	vars := make(map[string]string, len(envs))
-	for _, e := range envs {
-		vars[e.Key] = e.Value
+	// Command, args and subPathExpr see the final environment, service
+	// variables included, as upstream.
+	envs := make([]*runtimeapi.KeyValue, len(env))
+	vars := make(map[string]string, len(env))
+	for i, e := range env {
+		envs[i] = &runtimeapi.KeyValue{Key: e.Name, Value: e.Value}
+		vars[e.Name] = e.Value
 	}
 	lookup := expansion.MapLookup(vars)
 	expand := func(in []string) []string {
@@ -88,57 +92,4 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, restartCount int
 			},
 		},
 	}, nil
-}
-
-// containerEnv resolves the container's environment in order, expanding
-// $(VAR) references to variables defined before them.
-func (m *Manager) containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("envFrom is not supported by this version of Skiff")
-	}
-	vars := map[string]string{}
-	var out []*runtimeapi.KeyValue
-	for _, e := range c.Env {
-		val := e.Value
-		if e.ValueFrom != nil {
-			v, err := m.fieldValue(pod, e.ValueFrom, podIPs)
-			if err != nil {
-				return nil, fmt.Errorf("env %q: %w", e.Name, err)
-			}
-			val = v
-		} else {
-			val = expansion.Expand(val, expansion.MapLookup(vars))
-		}
-		vars[e.Name] = val
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: val})
-	}
-	return out, nil
-}
-
-// fieldValue resolves the downward-API sources a static pod can use.
-func (m *Manager) fieldValue(pod *v1.Pod, src *v1.EnvVarSource, podIPs []string) (string, error) {
-	if src.FieldRef == nil {
-		return "", fmt.Errorf("only fieldRef is supported by this version of Skiff")
-	}
-	firstIP := ""
-	if len(podIPs) > 0 {
-		firstIP = podIPs[0]
-	}
-	switch src.FieldRef.FieldPath {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP":
-		return m.cfg.NodeIP, nil
-	case "status.podIP":
-		return firstIP, nil
-	}
-	return "", fmt.Errorf("unsupported fieldRef %q", src.FieldRef.FieldPath)
 }

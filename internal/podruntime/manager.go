@@ -6,13 +6,16 @@
 package podruntime
 
 import (
+	"context"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/envvars"
 )
 
 // Recorder emits Kubernetes Events; client-go's record.EventRecorder fits.
@@ -33,6 +36,14 @@ type Config struct {
 	NodeIP string
 	// Timer, if set, gets the duration of each start-up step.
 	Timer Timer
+	// Env computes containers' environments; nil: a standalone one
+	// (no ConfigMaps, Secrets or Services).
+	Env EnvSource
+}
+
+// EnvSource computes a container's environment; *envvars.Builder fits.
+type EnvSource interface {
+	Env(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]v1.EnvVar, error)
 }
 
 // Manager syncs pods against the runtime.
@@ -51,6 +62,13 @@ const (
 
 // New returns a Manager.
 func New(cfg Config) *Manager {
+	if cfg.Env == nil {
+		var hostIPs []string
+		if cfg.NodeIP != "" {
+			hostIPs = []string{cfg.NodeIP}
+		}
+		cfg.Env = envvars.New(envvars.Config{HostIPs: hostIPs})
+	}
 	return &Manager{
 		cfg:          cfg,
 		crashBackOff: flowcontrol.NewBackOff(backOffInitial, backOffMax),

@@ -21,7 +21,10 @@ func containerMounts(c *v1.Container, volumes map[string]volume.Mounted, env fun
 		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
-			sub = expansion.Expand(vm.SubPathExpr, env)
+			var err error
+			if sub, err = expansion.ExpandStrict(vm.SubPathExpr, env); err != nil {
+				return nil, err
+			}
 		}
 		host, err := volume.HostPathFor(vol, sub)
 		if err != nil {

@@ -46,7 +46,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		s.res.wait(c.Name, cerr, m.pullBackOff.Get(string(pod.UID)+"/"+c.Image))
 		return false
 	}
-	cfg, cerr := m.containerConfig(pod, c, restartCount, imageRef, s.ips, s.volumes)
+	cfg, cerr := m.containerConfig(ctx, pod, c, restartCount, imageRef, s.ips, s.volumes)
 	if cerr != nil {
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", cerr.Message)
 		s.res.wait(c.Name, cerr, backOffInitial)

@@ -31,6 +31,7 @@ func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fi
 	rt, img := critest.NewFakeRuntimeService(), critest.NewFakeImageService()
 	img.SetFakeImages([]string{"pause:1", "busybox:1"})
 	clock := testclock.NewFakeClock(time.Now())
+	enableServiceLinks := true
 	m := New(Config{
 		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
 		PauseImage: "pause:1",
@@ -40,8 +41,9 @@ func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fi
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("uid-1")},
 		Spec: v1.PodSpec{
-			RestartPolicy:  policy,
-			InitContainers: init,
+			RestartPolicy:      policy,
+			InitContainers:     init,
+			EnableServiceLinks: &enableServiceLinks,
 			Containers: []v1.Container{{
 				Name: "app", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent,
 				Command: []string{"sh", "-c", "echo $(GREETING)"},
@@ -249,8 +251,8 @@ func TestContainerConfig(t *testing.T) {
 	c := &f.pod.Spec.Containers[0]
 	c.Args = []string{"$(GREETING)-$(UNSET)", "$$(GREETING)"}
 	c.Env = append(c.Env, v1.EnvVar{Name: "COMBINED", Value: "$(GREETING) there"},
-		v1.EnvVar{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
-	cfg, cerr := f.m.containerConfig(f.pod, c, 3, "sha256:abc", []string{"10.0.0.5"}, nil)
+		v1.EnvVar{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}})
+	cfg, cerr := f.m.containerConfig(context.Background(), f.pod, c, 3, "sha256:abc", []string{"10.0.0.5"}, nil)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
@@ -280,7 +282,7 @@ func TestContainerConfig(t *testing.T) {
 		{Name: "v", MountPath: "/v", ReadOnly: true},
 		{Name: "v", MountPath: "/sub", SubPathExpr: "$(GREETING)"},
 	}
-	cfg, cerr = f.m.containerConfig(f.pod, c, 0, "x", nil, vols)
+	cfg, cerr = f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
@@ -288,8 +290,12 @@ func TestContainerConfig(t *testing.T) {
 		cfg.Mounts[1].HostPath != vol+"/hi" || cfg.Mounts[1].ContainerPath != "/sub" {
 		t.Errorf("mounts = %+v", cfg.Mounts)
 	}
+	c.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/sub", SubPathExpr: "$(UNSET)"}}
+	if _, cerr := f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Message != "missing value for UNSET" {
+		t.Errorf("a subPathExpr naming an unset variable must be refused as upstream, got %v", cerr)
+	}
 	c.VolumeMounts = []v1.VolumeMount{{Name: "missing", MountPath: "/m"}}
-	if _, cerr := f.m.containerConfig(f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
+	if _, cerr := f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
 		t.Errorf("a mount of an unprepared volume must be refused visibly, got %v", cerr)
 	}
 }

@@ -27,7 +27,7 @@ func downwardAPIFiles(items []v1.DownwardAPIVolumeFile, pod *v1.Pod, nodeAllocat
 		f := atomic.File{Mode: modeOr(item.Mode, defaultMode)}
 		switch {
 		case item.FieldRef != nil:
-			v, err := podFieldValue(pod, item.FieldRef.FieldPath)
+			v, err := PodFieldValue(pod, item.FieldRef.FieldPath)
 			if err != nil {
 				errs = append(errs, err)
 			}

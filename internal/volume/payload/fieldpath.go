@@ -31,11 +31,11 @@ func FormatMap(m map[string]string) string {
 	return b.String()
 }
 
-// podFieldValue returns the value of a fieldRef of a downwardAPI volume
-// item. Volumes accept the metadata fields only (status and spec fields are
-// for environment variables), so that is all upstream's
-// ExtractFieldPathAsString handles here, with its error messages.
-func podFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
+// PodFieldValue returns the value of a metadata fieldRef: what a
+// downwardAPI volume item may name, and what environment variables name
+// besides their spec and status fields. It is upstream's
+// ExtractFieldPathAsString, with its error messages.
+func PodFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
 	if path, subscript, ok := splitSubscript(fieldPath); ok {
 		switch path {
 		case "metadata.annotations":

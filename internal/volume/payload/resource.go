@@ -12,14 +12,20 @@ import (
 
 // containerResourceValue returns the value of a resourceFieldRef of a
 // downwardAPI volume item: the named container's (or init container's)
-// request or limit, in divisor units rounded up. A limit the container does
-// not set (or sets to zero) reads as the node's allocatable, as upstream's
-// ExtractResourceValueByContainerNameAndNodeAllocatable does.
+// request or limit, in divisor units rounded up.
 func containerResourceValue(ref *v1.ResourceFieldSelector, pod *v1.Pod, nodeAllocatable v1.ResourceList) (string, error) {
 	c := findContainer(pod, ref.ContainerName)
 	if c == nil {
 		return "", fmt.Errorf("container %s not found", ref.ContainerName)
 	}
+	return ContainerResourceValue(ref, c, nodeAllocatable)
+}
+
+// ContainerResourceValue returns the value of a resourceFieldRef for the
+// container c, in divisor units rounded up. A limit the container does not
+// set (or sets to zero) reads as nodeAllocatable's, as upstream's
+// MergeContainerResourceLimits makes it; environment variables use this too.
+func ContainerResourceValue(ref *v1.ResourceFieldSelector, c *v1.Container, nodeAllocatable v1.ResourceList) (string, error) {
 	limits := c.Resources.Limits.DeepCopy()
 	if limits == nil {
 		limits = v1.ResourceList{}
