@@ -8,10 +8,15 @@ import (
 	"github.com/skiff-sh/skiff/internal/podworker"
 )
 
-// admit decides whether a new apiserver pod may run here. A rejected pod
-// is Failed with the reason and never started; a pod that arrives before
-// the Node is known waits for it.
+// admit decides whether a new pod may run here. Every pod must pass the
+// node-local checks (sysctls, AppArmor, host ports); apiserver pods must
+// also fit the Node. A rejected pod is Failed with the reason and never
+// started; an apiserver pod that arrives before the Node is known waits.
 func (k *Kubelet) admit(p *v1.Pod) bool {
+	if r := k.local.Admit(p, k.activePods()); !r.Admit {
+		k.reject(p, r)
+		return false
+	}
 	if IsStaticPod(p) || k.node == nil {
 		return true // static pods are the node's own, as upstream
 	}
@@ -29,6 +34,12 @@ func (k *Kubelet) admit(p *v1.Pod) bool {
 	if r.Admit {
 		return true
 	}
+	k.reject(p, r)
+	return false
+}
+
+// reject fails a pod admission refused, with an event and its status.
+func (k *Kubelet) reject(p *v1.Pod, r admission.Result) {
 	msg := "Pod was rejected: " + r.Message
 	klog.InfoS("Pod rejected", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, r.Reason, "%s", msg)
@@ -37,9 +48,10 @@ func (k *Kubelet) admit(p *v1.Pod) bool {
 	k.mu.Unlock()
 	s := v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: msg, QOSClass: p.Status.QOSClass}
 	k.statuses.Set(p.UID, s)
-	k.statusMgr.SetPodStatus(p, s)
-	k.statusMgr.TerminatePod(p) // nothing runs: deletion may proceed at once
-	return false
+	if k.statusMgr != nil {
+		k.statusMgr.SetPodStatus(p, s)
+		k.statusMgr.TerminatePod(p) // nothing runs: deletion may proceed at once
+	}
 }
 
 // activePods are admitted pods that have not finished.

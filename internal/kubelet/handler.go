@@ -43,6 +43,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
 		return false, 0, fmt.Errorf("set up volumes: %w", err)
 	}
+	if err := k.cgroups.EnsurePod(pod); err != nil {
+		return false, 0, fmt.Errorf("pod cgroup: %w", err)
+	}
 	res := k.runtime.SyncPod(ctx, pod, st, vols)
 	k.setWaiting(pod.UID, res.Waiting)
 	k.computeStatus(pod, st, false)
@@ -76,6 +79,10 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	}
 	if err := k.volumes.TearDown(ctx, st.ID); err != nil {
 		return fmt.Errorf("tear down volumes: %w", err)
+	}
+	if err := k.cgroups.RemovePod(st.ID); err != nil {
+		// Housekeeping retries it as an orphan.
+		klog.ErrorS(err, "Failed to remove pod cgroup", "podUID", st.ID)
 	}
 	k.statuses.Delete(st.ID)
 	k.setWaiting(st.ID, nil)

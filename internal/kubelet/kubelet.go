@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/admission"
 	"github.com/skiff-sh/skiff/internal/certs"
+	"github.com/skiff-sh/skiff/internal/cm"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -60,6 +63,8 @@ type Kubelet struct {
 	volumes  *volume.Manager
 	startup  *podstartup.Tracker
 	stats    *stats.Provider
+	local    *admission.Local // node-local admission checks
+	cgroups  *cm.Manager
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -82,6 +87,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return fmt.Errorf("create root directory: %w", err)
+	}
+	sysctls, err := admission.NewSysctls(kc.AllowedUnsafeSysctls)
+	if err != nil {
+		return err
+	}
+	cgroups, err := newCgroups(cfg)
+	if err != nil {
+		return err
 	}
 	client, err := cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration)
 	if err != nil {
@@ -107,6 +120,8 @@ func Run(ctx context.Context, cfg Config) error {
 		rejected: map[types.UID]bool{},
 		pending:  map[types.UID]bool{},
 		recorder: logRecorder{},
+		local:    &admission.Local{Sysctls: sysctls, AppArmor: admission.AppArmorEnabled()},
+		cgroups:  cgroups,
 	}
 	if k.hostIPs, err = nodestatus.HostIPs(ctx, splitIPs(cfg.NodeIP), cfg.NodeName); err != nil {
 		klog.InfoS("Host IP unknown; pods report none", "err", err)
@@ -142,6 +157,11 @@ func Run(ctx context.Context, cfg Config) error {
 		PodDir:     k.volumes.PodDir,
 		Timer:      k.startup,
 		Env:        env,
+		Security: podruntime.Security{
+			SeccompDefault: ptrOr(kc.SeccompDefault, false),
+			SeccompRoot:    filepath.Join(cfg.RootDir, "seccomp"),
+		},
+		Resources: cgroups,
 	})
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{

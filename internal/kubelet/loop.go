@@ -103,6 +103,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 		k.workers.Remove(ref, nil)
 	}
 	k.cleanupOrphanedPodDirs(ctx)
+	k.cleanupOrphanedCgroups(ctx)
 	if k.client != nil {
 		for _, mp := range k.pods.orphanedMirrors() {
 			if err := k.deleteMirrorPod(ctx, mp); err != nil {
@@ -119,6 +120,9 @@ func (k *Kubelet) forget(p *v1.Pod) {
 	}
 	k.startup.Forget(p.UID)
 	k.mu.Lock()
+	if k.rejected[p.UID] {
+		k.statuses.Delete(p.UID) // no worker will
+	}
 	delete(k.rejected, p.UID)
 	delete(k.pending, p.UID)
 	k.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/envvars"
@@ -39,11 +40,22 @@ type Config struct {
 	// Env computes containers' environments; nil: a standalone one
 	// (no ConfigMaps, Secrets or Services).
 	Env EnvSource
+	// Security maps security contexts (seccomp defaults and profiles).
+	Security Security
+	// Resources places pods in cgroups; nil leaves that to the runtime.
+	Resources Resources
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
 type EnvSource interface {
 	Env(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]v1.EnvVar, error)
+}
+
+// Resources gives a pod's sandbox its cgroup parent and its containers
+// their CRI resources.
+type Resources interface {
+	PodCgroupParent(pod *v1.Pod) string
+	ContainerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources
 }
 
 // Manager syncs pods against the runtime.

@@ -54,13 +54,15 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		PortMappings: portMappings(pod),
 		DnsConfig:    dns,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: namespaceOptions(pod),
-			},
+			SecurityContext: m.cfg.Security.sandboxSecurity(pod),
+			Sysctls:         sysctls(pod),
 		},
 	}
 	if pod.Spec.HostNetwork {
 		cfg.Hostname = "" // the node's own hostname
+	}
+	if m.cfg.Resources != nil {
+		cfg.Linux.CgroupParent = m.cfg.Resources.PodCgroupParent(pod)
 	}
 	return cfg
 }
@@ -111,6 +113,9 @@ func portMappings(pod *v1.Pod) []*runtimeapi.PortMapping {
 func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, []string, error) {
 	if _, cerr := m.ensureImage(ctx, pod, m.cfg.PauseImage, v1.PullIfNotPresent, nil); cerr != nil {
 		return "", nil, fmt.Errorf("pause image %s: %w", m.cfg.PauseImage, cerr)
+	}
+	if err := checkUserNamespace(pod); err != nil {
+		return "", nil, err
 	}
 	if _, ok, err := m.cfg.DNS.dnsConfig(pod); err != nil {
 		return "", nil, fmt.Errorf("pod DNS: %w", err)

@@ -47,6 +47,9 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		return false
 	}
 	cfg, cerr := m.containerConfig(ctx, pod, c, restartCount, imageRef, s.ips, s.volumes)
+	if cerr == nil {
+		cerr = m.secureContainer(ctx, pod, c, imageRef, cfg)
+	}
 	if cerr != nil {
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", cerr.Message)
 		s.res.wait(c.Name, cerr, backOffInitial)

@@ -101,7 +101,8 @@ kind: KubeletConfiguration
 readOnlyPort: %d
 fileCheckFrequency: 2s
 podCIDR: 10.88.0.0/16
-`, n.port)
+cgroupRoot: %s
+`, n.port, e2eCgroupRoot)
 	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
 	t.Cleanup(func() {
 		if n.cmd != nil {
@@ -113,6 +114,7 @@ podCIDR: 10.88.0.0/16
 			}
 		}
 		removeTestPods()
+		removeE2ECgroups(t)
 	})
 	return n
 }

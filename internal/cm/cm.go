@@ -1,0 +1,229 @@
+// Package cm manages the QoS cgroup hierarchy with the cgroupfs driver, as
+// the upstream kubelet lays it out: <cgroupRoot>/kubepods for all pods
+// (limited to node allocatable), kubepods/burstable and kubepods/besteffort
+// below it, and a pod<uid> cgroup per pod under its QoS class (Guaranteed
+// pods directly under kubepods). The runtime puts a pod's containers under
+// its pod cgroup, which carries the pod's CPU and memory limits.
+package cm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/qos"
+)
+
+// Config configures a Manager; New validates it.
+type Config struct {
+	// Root is where the cgroup filesystems are mounted: /sys/fs/cgroup.
+	Root string
+	// CgroupRoot is the config's cgroupRoot: the parent of kubepods.
+	CgroupRoot string
+	// PerQOS is the config's cgroupsPerQOS; without it pods get no cgroups
+	// of their own and run under CgroupRoot.
+	PerQOS bool
+	// Driver is the config's cgroupDriver; only cgroupfs is supported.
+	Driver string
+	// EnforcePods: enforceNodeAllocatable contains "pods", so kubepods is
+	// limited to capacity minus the reserved resources.
+	EnforcePods bool
+	Capacity    v1.ResourceList
+	Reserved    v1.ResourceList // systemReserved + kubeReserved
+	// CPUCFSQuota enforces CPU limits; CPUCFSQuotaPeriod is their period.
+	CPUCFSQuota       bool
+	CPUCFSQuotaPeriod time.Duration
+	PodPidsLimit      int64 // <= 0: none
+	// Rmdir removes one empty cgroup; tests use a plain directory removal.
+	Rmdir func(string) error
+}
+
+// Manager creates, configures and removes pod cgroups.
+type Manager struct {
+	cfg            Config
+	fs             cgroupFS
+	swapAccounting bool
+
+	mu        sync.Mutex
+	burstable map[types.UID]int64 // CPU requests (milli) of Burstable pods
+}
+
+// New checks the configuration against the host's cgroups.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Driver != "" && cfg.Driver != "cgroupfs" {
+		return nil, fmt.Errorf("cgroupDriver %q is not supported by this version of Skiff: use cgroupfs", cfg.Driver)
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/"
+	}
+	if !path.IsAbs(cfg.CgroupRoot) {
+		return nil, fmt.Errorf("cgroupRoot %q must be an absolute path", cfg.CgroupRoot)
+	}
+	if cfg.Rmdir == nil {
+		cfg.Rmdir = syscall.Rmdir
+	}
+	fs, err := detect(cfg.Root, cfg.Rmdir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, fs: fs, burstable: map[types.UID]int64{}}
+	m.swapAccounting = fs.hasFile("memory", "/", "memory.memsw.limit_in_bytes")
+	return m, nil
+}
+
+// Version is 1 or 2, the cgroup version in use.
+func (m *Manager) Version() int { return m.fs.version() }
+
+// kubepods is the cgroup of all pods.
+func (m *Manager) kubepods() string { return path.Join(m.cfg.CgroupRoot, "kubepods") }
+
+func (m *Manager) qosCgroup(class v1.PodQOSClass) string {
+	switch class {
+	case v1.PodQOSBurstable:
+		return path.Join(m.kubepods(), "burstable")
+	case v1.PodQOSBestEffort:
+		return path.Join(m.kubepods(), "besteffort")
+	}
+	return m.kubepods()
+}
+
+// PodCgroupParent is the cgroup CRI gets as the sandbox's cgroup_parent:
+// the pod cgroup, or the cgroupRoot without per-QoS cgroups ("" for /).
+func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
+	if !m.cfg.PerQOS {
+		if m.cfg.CgroupRoot == "/" {
+			return ""
+		}
+		return m.cfg.CgroupRoot
+	}
+	return path.Join(m.qosCgroup(qos.Class(pod)), "pod"+string(pod.UID))
+}
+
+// Start creates kubepods and the QoS cgroups and limits kubepods to what
+// pods may use.
+func (m *Manager) Start() error {
+	if !m.cfg.PerQOS {
+		return nil
+	}
+	for _, name := range []string{m.kubepods(), m.qosCgroup(v1.PodQOSBurstable), m.qosCgroup(v1.PodQOSBestEffort)} {
+		if err := m.fs.create(name); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", name, err)
+		}
+	}
+	alloc := v1.ResourceList{}
+	for name, c := range m.cfg.Capacity {
+		c = c.DeepCopy()
+		if r, ok := m.cfg.Reserved[name]; ok {
+			c.Sub(r)
+		}
+		alloc[name] = c
+	}
+	shares := MilliCPUToShares(alloc.Cpu().MilliValue())
+	top := Limits{CPUShares: &shares}
+	if mem := alloc.Memory().Value(); m.cfg.EnforcePods && mem > 0 {
+		top.Memory = &mem
+	}
+	if err := m.fs.apply(m.kubepods(), top); err != nil {
+		return fmt.Errorf("configure %s: %w", m.kubepods(), err)
+	}
+	min := uint64(minShares)
+	if err := m.fs.apply(m.qosCgroup(v1.PodQOSBestEffort), Limits{CPUShares: &min}); err != nil {
+		return fmt.Errorf("configure %s: %w", m.qosCgroup(v1.PodQOSBestEffort), err)
+	}
+	klog.InfoS("QoS cgroups ready", "kubepods", m.kubepods(), "cgroupVersion", m.Version(), "cpuShares", shares, "memoryLimit", top.Memory)
+	return m.updateBurstable()
+}
+
+// EnsurePod creates the pod's cgroup with the pod's limits. It is cheap
+// to call on every sync.
+func (m *Manager) EnsurePod(pod *v1.Pod) error {
+	if !m.cfg.PerQOS {
+		return nil
+	}
+	name := m.PodCgroupParent(pod)
+	if err := m.fs.create(name); err != nil {
+		return fmt.Errorf("create pod cgroup %s: %w", name, err)
+	}
+	if err := m.fs.apply(name, m.PodLimits(pod)); err != nil {
+		return fmt.Errorf("configure pod cgroup %s: %w", name, err)
+	}
+	if qos.Class(pod) == v1.PodQOSBurstable {
+		m.mu.Lock()
+		_, known := m.burstable[pod.UID]
+		m.burstable[pod.UID] = podCPURequest(pod)
+		m.mu.Unlock()
+		if !known {
+			return m.updateBurstable()
+		}
+	}
+	return nil
+}
+
+// RemovePod removes the pod's cgroup, whatever QoS class it was made for.
+// It fails while anything still runs in it; call it once the pod's
+// containers are gone.
+func (m *Manager) RemovePod(uid types.UID) error {
+	if !m.cfg.PerQOS {
+		return nil
+	}
+	var errs []error
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		if err := m.fs.remove(path.Join(m.qosCgroup(class), "pod"+string(uid))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	_, wasBurstable := m.burstable[uid]
+	delete(m.burstable, uid)
+	m.mu.Unlock()
+	if wasBurstable {
+		errs = append(errs, m.updateBurstable())
+	}
+	return errors.Join(errs...)
+}
+
+// PodUIDs lists the pods that have a cgroup, e.g. to find those orphaned
+// while Skiff was down.
+func (m *Manager) PodUIDs() ([]types.UID, error) {
+	if !m.cfg.PerQOS {
+		return nil, nil
+	}
+	var out []types.UID
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		names, err := m.fs.children(m.qosCgroup(class))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if uid, ok := strings.CutPrefix(n, "pod"); ok {
+				out = append(out, types.UID(uid))
+			}
+		}
+	}
+	return out, nil
+}
+
+// updateBurstable gives the burstable cgroup the shares of its pods'
+// requests, so that it competes with Guaranteed pods by what it asked for.
+func (m *Manager) updateBurstable() error {
+	m.mu.Lock()
+	var milli int64
+	for _, r := range m.burstable {
+		milli += r
+	}
+	m.mu.Unlock()
+	shares := MilliCPUToShares(milli)
+	return m.fs.apply(m.qosCgroup(v1.PodQOSBurstable), Limits{CPUShares: &shares})
+}
