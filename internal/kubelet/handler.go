@@ -48,6 +48,13 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	}
 	res := k.runtime.SyncPod(ctx, pod, st, vols)
 	k.setWaiting(pod.UID, res.Waiting)
+	if res.Started {
+		// Report what was just started now, not after the next relist
+		// (up to a PLEG period later).
+		if fresh, err := k.runtime.GetPodStatus(ctx, refOf(pod)); err == nil {
+			st = fresh
+		}
+	}
 	k.computeStatus(pod, st, false)
 	return false, res.RequeueAfter, res.Err
 }

@@ -82,6 +82,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		return false
 	}
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	s.res.Started = true
 	klog.V(2).InfoS("Started container", "pod", klog.KObj(pod), "container", c.Name, "id", id, "restartCount", restartCount)
 	return true
 }

@@ -22,6 +22,9 @@ type SyncResult struct {
 	RequeueAfter time.Duration
 	// Err is a failure of the sync as a whole, e.g. no sandbox.
 	Err error
+	// Started: a container was started, so the runtime status the sync
+	// began with is stale.
+	Started bool
 }
 
 func (r *SyncResult) wait(name string, cerr *ContainerError, after time.Duration) {

@@ -85,8 +85,8 @@ func (f *fixture) exit(name string, code int32) {
 func TestSyncStartsSandboxAndContainer(t *testing.T) {
 	f := newFixture(t, v1.RestartPolicyAlways)
 	res := f.sync()
-	if res.Err != nil || len(res.Waiting) > 0 {
-		t.Fatalf("sync: err=%v waiting=%v", res.Err, res.Waiting)
+	if res.Err != nil || len(res.Waiting) > 0 || !res.Started {
+		t.Fatalf("sync: err=%v waiting=%v started=%v", res.Err, res.Waiting, res.Started)
 	}
 	st := f.status()
 	if !st.SandboxReady() || len(st.IPs) == 0 {
@@ -107,7 +107,9 @@ func TestSyncStartsSandboxAndContainer(t *testing.T) {
 	}
 	// A second sync with nothing changed does nothing.
 	before := len(f.rt.GetCalls())
-	f.sync()
+	if f.sync().Started {
+		t.Error("an idle sync reports a container started")
+	}
 	for _, c := range f.rt.GetCalls()[before:] {
 		if c == "CreateContainer" || c == "RunPodSandbox" || c == "StopContainer" {
 			t.Errorf("idle sync called %s", c)
