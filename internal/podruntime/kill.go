@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -56,8 +57,10 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		}
 	}
 	errs := m.killAll(ctx, pod, first, grace)
-	// Sidecars stop after the app containers, the last-declared first.
-	for i := len(last) - 1; i >= 0; i-- {
+	// Sidecars stop after the app containers, one at a time, the
+	// last-declared first (st.Containers is newest first: not spec order).
+	sort.SliceStable(last, func(i, j int) bool { return sidecars[last[i].Name] > sidecars[last[j].Name] })
+	for i := range last {
 		errs = append(errs, m.killAll(ctx, pod, last[i:i+1], grace)...)
 	}
 	for _, sb := range st.Sandboxes {

@@ -44,6 +44,9 @@ type Config struct {
 	Security Security
 	// Resources places pods in cgroups; nil leaves that to the runtime.
 	Resources Resources
+	// StartupDone reports whether the startup probe of the container with
+	// that ID has succeeded; nil: no prober, running means started.
+	StartupDone func(containerID string) bool
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.

@@ -51,6 +51,15 @@ type podSync struct {
 // restarted as the restart policy says, with back-off.
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, volumes map[string]volume.Mounted) SyncResult {
 	s := &podSync{pod: pod, status: st, volumes: volumes, res: SyncResult{Waiting: map[string]*ContainerError{}}}
+	if s.appsDone() {
+		// Only sidecars can still run: stop them (in reverse order) and
+		// the sandbox, as upstream, so the pod reaches its final phase; no new
+		// sandbox for it either.
+		if err := m.KillPod(ctx, pod, s.status, nil); err != nil {
+			s.res.Err = fmt.Errorf("stop pod whose containers completed: %w", err)
+		}
+		return s.res
+	}
 	if !m.ensureSandbox(ctx, s) {
 		return s.res
 	}
@@ -106,17 +115,33 @@ func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
 }
 
 // syncInitContainers runs init containers one at a time and starts sidecars
-// in order. It returns true once all are done (sidecars: started).
+// in order, each once the one before it has started (a sidecar: is running
+// and its startup probe, if any, succeeded). It returns true once all are
+// done. After initialization (an app container exists in the current
+// sandbox) only sidecars are kept running: regular init containers never
+// run again there, and a sidecar in back-off holds nothing up.
 func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
+	initialized := s.appStarted()
 	for i := range s.pod.Spec.InitContainers {
 		c := &s.pod.Spec.InitContainers[i]
 		cs := s.current(c.Name)
 		if isSidecar(c) {
-			if cs == nil || cs.State != container.StateRunning {
-				if !m.startContainer(ctx, s, c, s.status.FindContainer(c.Name)) {
+			switch {
+			case cs != nil && cs.State == container.StateRunning:
+				if !initialized && !m.started(c, cs) {
 					return false
 				}
+			case m.startContainer(ctx, s, c, s.status.FindContainer(c.Name)):
+				// Without a startup probe, running is started: go on.
+				if !initialized && c.StartupProbe != nil {
+					return false
+				}
+			case !initialized:
+				return false
 			}
+			continue
+		}
+		if initialized {
 			continue
 		}
 		switch {
@@ -135,6 +160,42 @@ func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
 		}
 	}
 	return true
+}
+
+// started reports whether a running sidecar counts as started. Until a
+// prober reports startup results, a running container has started.
+func (m *Manager) started(c *v1.Container, cs *container.ContainerStatus) bool {
+	if c.StartupProbe == nil || m.cfg.StartupDone == nil {
+		return true
+	}
+	return m.cfg.StartupDone(cs.ID)
+}
+
+// appsDone reports whether a pod that does not restart everything has
+// nothing left to run: every app container exited and may not restart.
+// Upstream then kills the pod, sidecars included, so it can complete.
+func (s *podSync) appsDone() bool {
+	if s.pod.Spec.RestartPolicy == v1.RestartPolicyAlways || len(s.pod.Spec.Containers) == 0 {
+		return false
+	}
+	for _, c := range s.pod.Spec.Containers {
+		cs := s.status.FindContainer(c.Name)
+		if cs == nil || cs.State != container.StateExited || shouldRestart(s.pod.Spec.RestartPolicy, cs.ExitCode) {
+			return false
+		}
+	}
+	return true
+}
+
+// appStarted reports whether an app container was created in the current
+// sandbox: the pod has initialized there.
+func (s *podSync) appStarted() bool {
+	for _, c := range s.pod.Spec.Containers {
+		if s.current(c.Name) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Container) {

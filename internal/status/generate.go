@@ -69,7 +69,7 @@ func Generate(in Input) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], false, appWaiting))
 	}
-	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses)
+	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses, appStartedInSandbox(pod, in.Runtime))
 	if in.Terminating && !IsTerminal(s.Phase) && !anyRunning(s.InitContainerStatuses, s.ContainerStatuses) {
 		s.Phase = terminalPhase(s.ContainerStatuses)
 	}
@@ -169,6 +169,22 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// appStartedInSandbox reports whether an app container was created in the
+// pod's newest sandbox: then the pod has initialized there, as upstream's
+// HasAnyActiveRegularContainerStarted says.
+func appStartedInSandbox(pod *v1.Pod, rt *container.PodStatus) bool {
+	if rt == nil || len(rt.Sandboxes) == 0 {
+		return false
+	}
+	since := time.Unix(0, rt.Sandboxes[0].CreatedAt)
+	for _, c := range pod.Spec.Containers {
+		if cs := rt.FindContainer(c.Name); cs != nil && !cs.CreatedAt.Before(since) {
+			return true
+		}
+	}
+	return false
 }
 
 func anyRunning(lists ...[]v1.ContainerStatus) bool {

@@ -5,15 +5,33 @@ import v1 "k8s.io/api/core/v1"
 // Phase computes the pod phase from container statuses, as upstream's
 // getPhase: Pending until initialized and every container has run,
 // Running while any runs (or will be restarted), Succeeded or Failed once
-// all have stopped for good.
-func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase {
+// all have stopped for good. A running sidecar counts as running, so a pod
+// whose app containers are done stays Running until its sidecars are
+// stopped; a stopped sidecar does not count. initialized tells that an app
+// container has been created in the current sandbox: sidecars restarting
+// after that do not make the pod Pending again.
+func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initialized bool) v1.PodPhase {
 	policy := pod.Spec.RestartPolicy
-	pendingInit, failedInit := 0, 0
+	pendingInit, pendingSidecars, failedInit := 0, 0, 0
+	running, waiting, stopped, succeeded, unknown := 0, 0, 0, 0, 0
 	for i, c := range pod.Spec.InitContainers {
 		s := initStatuses[i]
+		last := s.LastTerminationState.Terminated
 		if isSidecar(&c) {
-			if s.State.Running == nil && s.LastTerminationState.Terminated == nil && s.State.Terminated == nil {
-				pendingInit++
+			switch {
+			case s.State.Running != nil:
+				if s.Started == nil || !*s.Started {
+					pendingSidecars++
+				}
+				running++
+			case s.State.Terminated != nil, s.State.Waiting != nil && last != nil:
+				// A stopped sidecar does not count.
+			case s.State.Waiting != nil:
+				pendingSidecars++
+				waiting++
+			default:
+				pendingSidecars++
+				unknown++
 			}
 			continue
 		}
@@ -21,8 +39,10 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase
 		case s.State.Terminated != nil && s.State.Terminated.ExitCode == 0:
 		case s.State.Terminated != nil:
 			failedInit++
-		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil && s.LastTerminationState.Terminated.ExitCode != 0:
-			failedInit++
+		case s.State.Waiting != nil && last != nil:
+			if last.ExitCode != 0 {
+				failedInit++
+			}
 		default:
 			pendingInit++
 		}
@@ -31,7 +51,6 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase
 		return v1.PodFailed
 	}
 
-	running, waiting, stopped, succeeded, unknown := 0, 0, 0, 0, 0
 	for _, s := range statuses {
 		switch {
 		case s.State.Running != nil:
@@ -52,9 +71,7 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus) v1.PodPhase
 		}
 	}
 	switch {
-	case pendingInit > 0 || failedInit > 0:
-		return v1.PodPending
-	case waiting > 0:
+	case pendingInit > 0 || (pendingSidecars > 0 && !initialized) || waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning

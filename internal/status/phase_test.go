@@ -38,6 +38,8 @@ var (
 	crashLoop0  = crashLoopAPI(0)
 	crashLoop1  = crashLoopAPI(1)
 	initWaiting = waitingAPI("PodInitializing")
+	// runningNotStarted: a startup probe has not succeeded yet.
+	runningNotStarted = v1.ContainerStatus{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}, Started: ptrTo(false)}
 )
 
 func phasePod(policy v1.RestartPolicy, sidecar bool) *v1.Pod {
@@ -59,6 +61,7 @@ func TestPhase(t *testing.T) {
 		policy  v1.RestartPolicy
 		sidecar bool // x is a restartable init container
 		noInit  bool // the pod has no init container at all
+		initd   bool // an app container was created in the current sandbox
 		init    cs   // status of x
 		a, b    cs   // statuses of the app containers
 		want    v1.PodPhase
@@ -120,6 +123,14 @@ func TestPhase(t *testing.T) {
 		{name: "sidecar never: all succeeded", policy: v1.RestartPolicyNever, sidecar: true, init: succeeded, a: succeeded, b: succeeded, want: v1.PodSucceeded},
 		{name: "sidecar never: sidecar failed, apps succeeded", policy: v1.RestartPolicyNever, sidecar: true, init: failed, a: succeeded, b: succeeded, want: v1.PodSucceeded},
 		{name: "sidecar never: sidecar crash looping, apps succeeded", policy: v1.RestartPolicyNever, sidecar: true, init: crashLoop1, a: succeeded, b: succeeded, want: v1.PodSucceeded},
+		// A running sidecar keeps the pod Running after its app
+		// containers are done, until the sidecar is stopped (upstream).
+		{name: "sidecar never: sidecar running, apps succeeded", policy: v1.RestartPolicyNever, sidecar: true, initd: true, init: running, a: succeeded, b: succeeded, want: v1.PodRunning},
+		{name: "sidecar onfailure: sidecar running, apps succeeded", policy: v1.RestartPolicyOnFailure, sidecar: true, initd: true, init: running, a: succeeded, b: succeeded, want: v1.PodRunning},
+		{name: "sidecar: running, not started yet", policy: v1.RestartPolicyAlways, sidecar: true, init: runningNotStarted, a: initWaiting, b: initWaiting, want: v1.PodPending},
+		{name: "sidecar: running, not started, after initialization", policy: v1.RestartPolicyAlways, sidecar: true, initd: true, init: runningNotStarted, a: running, b: running, want: v1.PodRunning},
+		{name: "sidecar: being recreated, apps running", policy: v1.RestartPolicyAlways, sidecar: true, initd: true, init: initWaiting, a: running, b: running, want: v1.PodPending},
+		{name: "onfailure: init failed, apps ran before", policy: v1.RestartPolicyOnFailure, init: crashLoop1, a: succeeded, b: succeeded, want: v1.PodSucceeded},
 		{name: "sidecar never: sidecar stopped, an app failed", policy: v1.RestartPolicyNever, sidecar: true, init: succeeded, a: succeeded, b: failed, want: v1.PodFailed},
 	}
 	for _, tt := range tests {
@@ -131,7 +142,7 @@ func TestPhase(t *testing.T) {
 			} else {
 				initStatuses = []v1.ContainerStatus{tt.init}
 			}
-			if got := status.Phase(pod, initStatuses, []v1.ContainerStatus{tt.a, tt.b}); got != tt.want {
+			if got := status.Phase(pod, initStatuses, []v1.ContainerStatus{tt.a, tt.b}, tt.initd); got != tt.want {
 				t.Fatalf("Phase = %s, want %s", got, tt.want)
 			}
 		})
