@@ -95,6 +95,9 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	k.setWaiting(st.ID, nil)
 	metrics.PodStarts.Forget(st.ID)
 	metrics.ForgetPodProbes(st.Namespace, st.Name, st.ID)
+	k.mu.Lock()
+	delete(k.evicted, st.ID)
+	k.mu.Unlock()
 	return nil
 }
 
@@ -119,6 +122,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Now:         time.Now(),
 		Terminating: terminating,
 	})
+	k.applyEviction(pod.UID, &s)
 	k.statuses.Set(pod.UID, s)
 	if isReady(s) {
 		k.startup.Ready(pod)

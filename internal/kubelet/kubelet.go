@@ -74,8 +74,9 @@ type Kubelet struct {
 
 	mu       sync.Mutex
 	reasons  map[types.UID]map[string]*podruntime.ContainerError
-	rejected map[types.UID]bool // pods admission refused
-	pending  map[types.UID]bool // pods waiting for the Node before admission
+	rejected map[types.UID]bool   // pods admission refused
+	pending  map[types.UID]bool   // pods waiting for the Node before admission
+	evicted  map[types.UID]string // message of each pod evicted
 }
 
 // Run runs Skiff until ctx ends. Pods keep running when it returns: a
@@ -119,6 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
 		rejected: map[types.UID]bool{},
 		pending:  map[types.UID]bool{},
+		evicted:  map[types.UID]string{},
 		recorder: logRecorder{},
 		local:    &admission.Local{Sysctls: sysctls, AppArmor: admission.AppArmorEnabled()},
 		cgroups:  cgroups,
@@ -201,6 +203,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RootDir: cfg.RootDir, PodLogsDir: logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
 	})
 	spawn(k.stats.Run)
+	spawn(k.runEviction)
 	if kc.ReadOnlyPort > 0 {
 		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k, k.stats)
 		spawn(func(ctx context.Context) {

@@ -1,0 +1,129 @@
+// Package eviction evicts pods that use more local storage than they may,
+// as upstream's eviction manager does with local storage capacity
+// isolation: a pod whose emptyDir holds more than its sizeLimit is stopped
+// and Failed with reason Evicted.
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// Reason is the pod status reason of an evicted pod, as upstream.
+const Reason = "Evicted"
+
+// Config configures a Manager.
+type Config struct {
+	// Period between two measurements; upstream monitors every 10 s.
+	Period time.Duration
+	// PodDir is a pod's directory; its emptyDirs are under
+	// volumes/kubernetes.io~empty-dir/<name>.
+	PodDir func(uid types.UID) string
+	// Pods are the pods that run and may be evicted.
+	Pods func() []*v1.Pod
+	// Evict stops the pod and fails it with Reason and message.
+	Evict func(pod *v1.Pod, message string)
+}
+
+// Manager measures emptyDir usage and evicts the pods over their limits.
+type Manager struct {
+	cfg   Config
+	usage func(dir string) (int64, error)
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.Period <= 0 {
+		cfg.Period = 10 * time.Second
+	}
+	return &Manager{cfg: cfg, usage: diskUsage}
+}
+
+// Run checks every Period until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(m.cfg.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Check(ctx)
+		}
+	}
+}
+
+// Check measures each pod's limited emptyDirs once and evicts every pod
+// with one over its limit.
+func (m *Manager) Check(ctx context.Context) {
+	for _, pod := range m.cfg.Pods() {
+		if ctx.Err() != nil {
+			return
+		}
+		if msg := m.overLimit(pod); msg != "" {
+			klog.InfoS("Evicting pod over its local storage limit", "pod", klog.KObj(pod), "message", msg)
+			m.cfg.Evict(pod, msg)
+		}
+	}
+}
+
+// overLimit says which emptyDir of pod exceeds its sizeLimit, if any.
+func (m *Manager) overLimit(pod *v1.Pod) string {
+	for _, vol := range pod.Spec.Volumes {
+		ed := vol.EmptyDir
+		if ed == nil || ed.SizeLimit == nil || ed.SizeLimit.IsZero() {
+			continue
+		}
+		dir := filepath.Join(m.cfg.PodDir(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
+		used, err := m.usage(dir)
+		if err != nil {
+			klog.V(4).InfoS("Cannot measure emptyDir", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
+			continue
+		}
+		if used > ed.SizeLimit.Value() {
+			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String())
+		}
+	}
+	return ""
+}
+
+// diskUsage is what a directory tree takes on disk, as du counts it:
+// allocated blocks, hard links once, symlinks not followed.
+func diskUsage(dir string) (int64, error) {
+	var total int64
+	seen := map[uint64]bool{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != dir {
+				return nil // removed during the walk
+			}
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		if st.Nlink > 1 && !fi.IsDir() {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		total += st.Blocks * 512
+		return nil
+	})
+	return total, err
+}
