@@ -58,10 +58,8 @@ func (k *Kubelet) applyEviction(uid types.UID, s *v1.PodStatus) {
 	if msg == "" {
 		return
 	}
-	s.Reason, s.Message = eviction.Reason, msg
-	if s.Phase != v1.PodSucceeded {
-		s.Phase = v1.PodFailed
-	}
+	// Failed even when the containers exited 0 on SIGTERM, as upstream.
+	s.Phase, s.Reason, s.Message = v1.PodFailed, eviction.Reason, msg
 	for _, c := range s.Conditions {
 		if c.Type == v1.DisruptionTarget {
 			return
