@@ -22,6 +22,10 @@ import (
 // seccomp, masked /proc paths (/proc/timer_list) and sysctls as the container sees them.
 func TestSecurityContext(t *testing.T) {
 	cn := newClusterNode(t)
+	// A Localhost seccomp profile in <root-dir>/seccomp that denies mkdir.
+	must(t, os.MkdirAll(filepath.Join(cn.root, "seccomp"), 0o755))
+	must(t, os.WriteFile(filepath.Join(cn.root, "seccomp", "deny-mkdir.json"), []byte(
+		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`), 0o644))
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	report := "id -u; id -G; touch /tmp/probe 2>&1 && echo ROOTFS-WRITABLE; " +
@@ -49,7 +53,13 @@ func TestSecurityContext(t *testing.T) {
 	rootImage.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
 	unsafe := busyboxPod("unsafe-sysctl", sleeper)
 	unsafe.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.msgmax", Value: "9000"}}}
-	for _, p := range []*v1.Pod{nobody, caps, priv, plain, rootImage, unsafe} {
+	localSeccomp := busyboxPod("local-seccomp", "mkdir /tmp/made 2>&1 || true; "+sleeper)
+	localSeccomp.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{
+		Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("deny-mkdir.json")}}
+	// On a host without AppArmor a pod asking for a profile is refused.
+	armored := busyboxPod("apparmor", sleeper)
+	armored.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
+	for _, p := range []*v1.Pod{nobody, caps, priv, plain, rootImage, unsafe, localSeccomp, armored} {
 		cn.createPod(t, p)
 	}
 
@@ -82,6 +92,7 @@ func TestSecurityContext(t *testing.T) {
 	hostCaps := regexp.MustCompile(`CapBnd:\s+(\w+)`).FindStringSubmatch(string(host))[1]
 	// Privileged: every capability the runtime has, and /proc unmasked.
 	out("priv", `CapEff:\s+`+hostCaps, "masked=0")
+	out("local-seccomp", "mkdir: can't create directory '/tmp/made': Operation not permitted")
 
 	want := "container has runAsNonRoot and image will run as root (pod: \"rootimage_" + cn.ns
 	cn.waitPod(t, cn.ns, "rootimage", 60*time.Second, "CreateContainerConfigError", func(p *v1.Pod) bool {
@@ -101,6 +112,13 @@ func TestSecurityContext(t *testing.T) {
 		t.Errorf("a rejected pod got %d sandboxes", n)
 	}
 	cn.waitEvent(t, "SysctlForbidden", "forbidden sysctl")
+
+	if b, _ := os.ReadFile("/sys/module/apparmor/parameters/enabled"); !strings.HasPrefix(string(b), "Y") {
+		got = cn.waitPod(t, cn.ns, "apparmor", 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if got.Status.Reason != "AppArmor" || !strings.Contains(got.Status.Message, "AppArmor is not enabled on the host") {
+			t.Errorf("AppArmor pod: reason %q message %q", got.Status.Reason, got.Status.Message)
+		}
+	}
 }
 
 // Issue 5 leftovers: a hostPID pod sees the host's processes and a
