@@ -71,6 +71,11 @@ write_config() {
 	#   the template; until then the runtime reports NetworkReady=false.
 	#   containerd writes it only while no network config exists, so the
 	#   first pod CIDR it is given sticks until that file is removed.
+	# - no registry config: the tests' registry (test/registry) listens on
+	#   127.0.0.1, and the CRI plugin of containerd 1.6 talks plain HTTP to
+	#   localhost, 127.0.0.1 and ::1 on any port by default (checked: plain
+	#   and htpasswd pulls work unconfigured). A registry elsewhere (the node
+	#   IP) would need config_path and a hosts.toml per host:port.
 	local new
 	new=$(mktemp "$CONFIG.XXXXXX")
 	cat >"$new" <<EOF

@@ -23,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cm"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 	"github.com/skiff-sh/skiff/internal/pleg"
@@ -149,7 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if logsDir == "" {
 		logsDir = defaultPodLogsDir
 	}
-	k.runtime = podruntime.New(podruntime.Config{
+	rc := podruntime.Config{
 		CRI:        client,
 		Recorder:   k.recorder,
 		PauseImage: cfg.PodInfraContainerImage,
@@ -164,7 +165,12 @@ func Run(ctx context.Context, cfg Config) error {
 			SeccompRoot:    filepath.Join(cfg.RootDir, "seccomp"),
 		},
 		Resources: cgroups,
-	})
+		Puller:    images.NewPuller(client.Images, ptrOr(kc.SerializeImagePulls, true), ptrOr(kc.MaxParallelImagePulls, 0)),
+	}
+	if k.client != nil {
+		rc.PullSecrets = k.pullSecrets
+	}
+	k.runtime = podruntime.New(rc)
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{
 		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod,

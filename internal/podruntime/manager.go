@@ -7,6 +7,7 @@ package podruntime
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/envvars"
+	"github.com/skiff-sh/skiff/internal/images"
 )
 
 // Recorder emits Kubernetes Events; client-go's record.EventRecorder fits.
@@ -47,6 +49,11 @@ type Config struct {
 	// StartupDone reports whether the startup probe of the container with
 	// that ID has succeeded; nil: no prober, running means started.
 	StartupDone func(containerID string) bool
+	// Puller pulls images (serialized or parallel); nil: one at a time.
+	Puller *images.Puller
+	// PullSecrets returns a pod's imagePullSecrets; nil (standalone):
+	// pulls are anonymous.
+	PullSecrets func(ctx context.Context, pod *v1.Pod) []v1.Secret
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -66,6 +73,7 @@ type Manager struct {
 	cfg          Config
 	crashBackOff *flowcontrol.Backoff // container restarts
 	pullBackOff  *flowcontrol.Backoff // image pulls
+	pullErrs     sync.Map             // back-off key → last pull error, for the ImagePullBackOff message
 }
 
 // Upstream back-off: 10 s doubling to 300 s, reset after a container has
@@ -84,6 +92,9 @@ func New(cfg Config) *Manager {
 		}
 		cfg.Env = envvars.New(envvars.Config{HostIPs: hostIPs})
 	}
+	if cfg.Puller == nil && cfg.CRI != nil {
+		cfg.Puller = images.NewPuller(cfg.CRI.Images, true, 0)
+	}
 	return &Manager{
 		cfg:          cfg,
 		crashBackOff: flowcontrol.NewBackOff(backOffInitial, backOffMax),
@@ -95,4 +106,5 @@ func New(cfg Config) *Manager {
 func (m *Manager) GC() {
 	m.crashBackOff.GC()
 	m.pullBackOff.GC()
+	m.gcPullErrors()
 }

@@ -43,7 +43,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	imageRef, cerr := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy, s.sandboxCfg)
 	m.timed(pod, phaseImage, c.Name, began)
 	if cerr != nil {
-		s.res.wait(c.Name, cerr, m.pullBackOff.Get(string(pod.UID)+"/"+c.Image))
+		s.res.wait(c.Name, cerr, m.pullRetryAfter(pod, c.Image))
 		return false
 	}
 	cfg, cerr := m.containerConfig(ctx, pod, c, restartCount, imageRef, s.ips, s.volumes)

@@ -1,6 +1,7 @@
 package podruntime
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -78,9 +79,9 @@ func toContainerStatus(s *runtimeapi.ContainerStatus) *container.ContainerStatus
 		StartedAt:    unixNano(s.StartedAt),
 		FinishedAt:   unixNano(s.FinishedAt),
 		ExitCode:     s.ExitCode,
-		Image:        s.Annotations[cri.ContainerImageAnnotation],
+		Image:        s.GetImage().GetImage(),
 		ImageRef:     s.ImageRef,
-		ImageID:      s.ImageRef,
+		ImageID:      cmp.Or(s.ImageId, s.ImageRef), // ImageId is new in CRI 1.30
 		Hash:         cri.HashFromAnnotations(s.Annotations),
 		RestartCount: cri.RestartCountFromAnnotations(s.Annotations),
 		Reason:       s.Reason,
@@ -88,8 +89,12 @@ func toContainerStatus(s *runtimeapi.ContainerStatus) *container.ContainerStatus
 		LogPath:      s.LogPath,
 		GracePeriod:  cri.GracePeriodFromAnnotations(s.Annotations),
 	}
-	if cs.Image == "" && s.Image != nil {
-		cs.Image = s.Image.Image
+	// As upstream, the image is what the runtime says it runs (containerd:
+	// the image's first repo tag, e.g. docker.io/library/busybox:1.35), and
+	// the image ID its ImageRef (the repo digest, or the image ID without
+	// one). The spec's image is the fallback for a runtime that says nothing.
+	if cs.Image == "" {
+		cs.Image = s.Annotations[cri.ContainerImageAnnotation]
 	}
 	return cs
 }
