@@ -128,7 +128,7 @@ func TestHostNamespacesAndPortClash(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	script := "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc; ls /proc | grep -c '^[0-9]'; " + sleeper
+	script := "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc; echo procs=$(ls /proc 2>/dev/null | grep -c '^[0-9]'); " + sleeper
 	hostns := busyboxPod("hostns", script)
 	hostns.Spec.HostPID, hostns.Spec.HostIPC = true, true
 	own := busyboxPod("ownns", script)
@@ -138,10 +138,17 @@ func TestHostNamespacesAndPortClash(t *testing.T) {
 	for _, p := range []*v1.Pod{hostns, own, first} {
 		cn.createPod(t, p)
 	}
+	// The two namespace links, then the process count; processes that go
+	// while ls runs may add stderr lines, which are skipped.
 	lines := func(name string) []string {
 		var l []string
 		waitFor(t, 60*time.Second, name+" output", func() (bool, error) {
-			l = strings.Split(strings.TrimSpace(cn.output(t, name)), "\n")
+			l = nil
+			for _, line := range strings.Split(cn.output(t, name), "\n") {
+				if strings.HasPrefix(line, "pid:") || strings.HasPrefix(line, "ipc:") || strings.HasPrefix(line, "procs=") {
+					l = append(l, line)
+				}
+			}
 			return len(l) >= 3, nil
 		})
 		return l
@@ -156,8 +163,8 @@ func TestHostNamespacesAndPortClash(t *testing.T) {
 		t.Errorf("a plain pod shares the host's namespaces: %v", o[:2])
 	}
 	var hn, on int
-	fmt.Sscan(h[2], &hn)
-	fmt.Sscan(o[2], &on)
+	fmt.Sscanf(h[2], "procs=%d", &hn)
+	fmt.Sscanf(o[2], "procs=%d", &on)
 	if hn < 10 || on > 3 {
 		t.Errorf("processes seen: hostPID pod %d, plain pod %d", hn, on)
 	}
