@@ -98,16 +98,21 @@ func (p *Provider) Sample(ctx context.Context) error {
 		ps := &podSample{ref: ref, start: time.Unix(0, sb.CreatedAt), t: now}
 		s.pods[ref.UID] = ps
 		bySandbox[sb.Id] = ps
-		if st := sbStats[sb.Id]; st != nil && st.GetLinux().GetCpu() != nil {
-			p.fromSandboxStats(ps, st.GetLinux(), next)
-			continue
-		}
 		info, ok := p.sbInfo[sb.Id]
 		if !ok {
 			info = p.readSandboxInfo(ctx, sb.Id)
 		}
 		seen[sb.Id] = info
-		p.fromCgroups(ps, info)
+		if st := sbStats[sb.Id]; st != nil && st.GetLinux().GetCpu() != nil {
+			p.fromSandboxStats(ps, st.GetLinux(), next)
+		} else {
+			p.fromCgroups(ps, info)
+		}
+		// containerd 1.6 leaves a sandbox's network out of its stats when
+		// it cannot read the netns; the sandbox's /proc/<pid>/net/dev has it.
+		if ps.net == nil && info.pid > 0 {
+			ps.net, _ = netDev(filepath.Join(p.cfg.ProcRoot, strconv.Itoa(info.pid), "net", "dev"))
+		}
 	}
 	p.sbInfo = seen
 
@@ -175,17 +180,13 @@ func (p *Provider) fromSandboxStats(ps *podSample, l *runtimeapi.LinuxPodSandbox
 }
 
 // fromCgroups starts a pod's totals with its sandbox (pause) cgroup; the
-// containers are added as they are read. Network comes from the sandbox's
-// network namespace.
+// containers are added as they are read.
 func (p *Provider) fromCgroups(ps *podSample, info sandboxInfo) {
 	ps.cpuMem = &cpuMem{}
 	if info.cgroupPath != "" {
 		if m, err := p.host.cg.read(cgroupPath(info.cgroupPath)); err == nil {
 			*ps.cpuMem = m
 		}
-	}
-	if info.pid > 0 {
-		ps.net, _ = netDev(filepath.Join(p.cfg.ProcRoot, strconv.Itoa(info.pid), "net", "dev"))
 	}
 }
 
