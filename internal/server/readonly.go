@@ -1,27 +1,21 @@
-// Package server serves the kubelet's HTTP endpoints.
+// Package server serves the kubelet's HTTP endpoints: the read-only API,
+// the healthz port and the authenticated kubelet API (Secure).
 package server
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
 )
-
-// Provider is what the read-only endpoints show.
-type Provider interface {
-	Pods() []*v1.Pod
-	Healthy() error
-}
 
 // ReadOnly is the unauthenticated, read-only server: /healthz, /pods,
 // /stats/summary and the metrics endpoints. It listens on loopback only.
@@ -33,44 +27,61 @@ type ReadOnly struct {
 // NewReadOnly returns a server for addr (host:port); sp may be nil.
 func NewReadOnly(addr string, p Provider, sp StatsProvider) *ReadOnly {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := p.Healthy(); err != nil {
-			http.Error(w, fmt.Sprintf("unhealthy: %v", err), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprint(w, "ok")
-	})
-	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
-		list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
-		for _, pod := range p.Pods() {
-			list.Items = append(list.Items, *pod)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(&list); err != nil {
-			klog.ErrorS(err, "Writing /pods response failed")
-		}
-	})
-	MetricsRoutes(mux)
-	registerStats(mux, sp)
+	installCommon(mux, p, sp)
 	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
 	return &ReadOnly{addr: addr, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 }
 
 // Run serves until ctx ends.
 func (s *ReadOnly) Run(ctx context.Context) error {
-	l, err := net.Listen("tcp", s.addr)
+	return serve(ctx, "read-only API", s.addr, s.srv)
+}
+
+// Healthz is the healthz port's server (healthzBindAddress:healthzPort):
+// /healthz only, with no checks, as upstream's: it says the process
+// serves, and nothing more.
+type Healthz struct {
+	addr string
+	srv  *http.Server
+}
+
+// NewHealthz returns the healthz server for addr (host:port).
+func NewHealthz(addr string) *Healthz {
+	mux := http.NewServeMux()
+	healthz.InstallHandler(mux)
+	return &Healthz{addr: addr, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+}
+
+// Run serves until ctx ends.
+func (s *Healthz) Run(ctx context.Context) error {
+	return serve(ctx, "healthz", s.addr, s.srv)
+}
+
+// serve listens on addr and serves srv (with TLS when srv.TLSConfig is
+// set) until ctx ends.
+func serve(ctx context.Context, what, addr string, srv *http.Server) error {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.addr, err)
+		return fmt.Errorf("%s: listen on %s: %w", what, addr, err)
 	}
-	klog.InfoS("Serving read-only API", "address", l.Addr().String())
+	klog.InfoS("Serving "+what, "address", l.Addr().String(), "tls", srv.TLSConfig != nil)
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			return
+		}
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = s.srv.Shutdown(shutdown)
+		_ = srv.Shutdown(shutdown)
 	}()
-	if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve read-only API: %w", err)
+	if srv.TLSConfig != nil {
+		l = tls.NewListener(l, srv.TLSConfig)
+	}
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", what, err)
 	}
 	return nil
 }

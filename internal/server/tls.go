@@ -1,0 +1,150 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	cliflag "k8s.io/component-base/cli/flag"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/klog/v2"
+)
+
+// TLSConfig says where the kubelet API's serving certificate comes from.
+type TLSConfig struct {
+	// CertFile and KeyFile are tlsCertFile and tlsPrivateKeyFile.
+	CertFile, KeyFile string
+	// GetCertificate is serverTLSBootstrap's certificate manager; it wins
+	// over the files.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// CertDir is where a self-signed pair (kubelet.crt, kubelet.key) is
+	// made when neither of the above is set, as upstream's --cert-dir.
+	CertDir string
+	// Host is the self-signed certificate's host name (the node name).
+	Host string
+	// MinVersion and CipherSuites are tlsMinVersion and tlsCipherSuites
+	// by their Go names ("VersionTLS12", "TLS_AES_128_GCM_SHA256", ...).
+	MinVersion   string
+	CipherSuites []string
+	// ClientCAFile is authentication.x509.clientCAFile: clients may
+	// present certificates signed by it (they are verified by Auth).
+	ClientCAFile string
+}
+
+// certFiles serves a certificate pair from files, reloading it when the
+// files change (upstream's ReloadKubeletServerCertificateFile).
+type certFiles struct {
+	content *dynamiccertificates.DynamicCertKeyPairContent
+	mu      sync.Mutex
+	cert, key []byte
+	parsed    *tls.Certificate
+}
+
+func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, key := c.content.CurrentCertKeyContent()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parsed == nil || !bytes.Equal(cert, c.cert) || !bytes.Equal(key, c.key) {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("serving certificate: %w", err)
+		}
+		c.cert, c.key, c.parsed = cert, key, &pair
+	}
+	return c.parsed, nil
+}
+
+// NewTLS builds the kubelet API's TLS configuration, and returns what
+// keeps a certificate read from files fresh (nil otherwise), to be run
+// until the server stops.
+func NewTLS(cfg TLSConfig) (*tls.Config, func(context.Context), error) {
+	suites, err := cliflag.TLSCipherSuites(cfg.CipherSuites)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tlsCipherSuites: %w", err)
+	}
+	insecure := cliflag.InsecureTLSCiphers()
+	for name, id := range insecure {
+		for _, s := range suites {
+			if s == id {
+				klog.InfoS("Use of insecure cipher detected", "cipher", name)
+			}
+		}
+	}
+	minVersion, err := cliflag.TLSVersion(cfg.MinVersion)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tlsMinVersion: %w", err)
+	}
+	if minVersion == tls.VersionTLS13 && len(suites) > 0 {
+		klog.InfoS("TLS 1.3 cipher suites are not configurable; tlsCipherSuites ignored")
+	}
+	tc := &tls.Config{
+		MinVersion:   minVersion,
+		CipherSuites: suites,
+		// Streaming upgrades need HTTP/1.1.
+		NextProtos: []string{"http/1.1"},
+	}
+	if cfg.ClientCAFile != "" {
+		pool, err := certutil.NewPool(cfg.ClientCAFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load client CA file %s: %w", cfg.ClientCAFile, err)
+		}
+		tc.ClientCAs = pool
+		// Ask for a certificate but accept connections without one: a
+		// bearer token or anonymous access may still authenticate them.
+		tc.ClientAuth = tls.RequestClientCert
+	}
+	if cfg.GetCertificate != nil {
+		tc.GetCertificate = cfg.GetCertificate
+		return tc, nil, nil
+	}
+	certFile, keyFile := cfg.CertFile, cfg.KeyFile
+	if certFile == "" && keyFile == "" {
+		certFile, keyFile = filepath.Join(cfg.CertDir, "kubelet.crt"), filepath.Join(cfg.CertDir, "kubelet.key")
+		if err := ensureSelfSigned(certFile, keyFile, cfg.Host); err != nil {
+			return nil, nil, err
+		}
+	}
+	content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	files := &certFiles{content: content}
+	if _, err := files.get(nil); err != nil {
+		return nil, nil, err
+	}
+	tc.GetCertificate = files.get
+	return tc, func(ctx context.Context) { content.Run(ctx, 1) }, nil
+}
+
+// ensureSelfSigned makes a self-signed pair for host at certFile and
+// keyFile unless both can be read already, as upstream does.
+func ensureSelfSigned(certFile, keyFile, host string) error {
+	ok, err := certutil.CanReadCertAndKey(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	cert, key, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
+	if err != nil {
+		return fmt.Errorf("generate self-signed serving certificate: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+		return err
+	}
+	if err := certutil.WriteCert(certFile, cert); err != nil {
+		return err
+	}
+	if err := keyutil.WriteKey(keyFile, key); err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Using a self-signed serving certificate", "certFile", certFile, "keyFile", keyFile)
+	return nil
+}
