@@ -10,9 +10,9 @@ import (
 	"sync"
 
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	cliflag "k8s.io/component-base/cli/flag"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 )
 
@@ -40,8 +40,8 @@ type TLSConfig struct {
 // certFiles serves a certificate pair from files, reloading it when the
 // files change (upstream's ReloadKubeletServerCertificateFile).
 type certFiles struct {
-	content *dynamiccertificates.DynamicCertKeyPairContent
-	mu      sync.Mutex
+	content   *dynamiccertificates.DynamicCertKeyPairContent
+	mu        sync.Mutex
 	cert, key []byte
 	parsed    *tls.Certificate
 }
