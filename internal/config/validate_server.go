@@ -1,10 +1,10 @@
 package config
 
 import (
-	"crypto/tls"
 	"net"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	cliflag "k8s.io/component-base/cli/flag"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -34,9 +34,10 @@ func validateServing(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorLi
 	if c.TLSMinVersion != "" {
 		errs = add(errs, checkOneOf(p("tlsMinVersion"), c.TLSMinVersion, tlsVersions...))
 	}
+	// The names the server maps to IDs (k8s.io/component-base/cli/flag).
 	known := map[string]bool{}
-	for _, s := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
-		known[s.Name] = true
+	for _, name := range cliflag.TLSCipherPossibleValues() {
+		known[name] = true
 	}
 	for i, name := range c.TLSCipherSuites {
 		if !known[name] {

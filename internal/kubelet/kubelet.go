@@ -33,7 +33,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/podsource/file"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
-	"github.com/skiff-sh/skiff/internal/server"
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
@@ -210,14 +209,8 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	spawn(k.stats.Run)
 	spawn(k.runEviction)
-	if kc.ReadOnlyPort > 0 {
-		srv := server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k, k.stats)
-		spawn(func(ctx context.Context) {
-			if err := srv.Run(ctx); err != nil {
-				klog.ErrorS(err, "Read-only server stopped")
-				cancel()
-			}
-		})
+	if err := k.startServers(spawn, cancel); err != nil {
+		return err
 	}
 	klog.InfoS("Skiff started", "node", cfg.NodeName, "standalone", k.client == nil, "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
 	k.syncLoop(ctx, updates)

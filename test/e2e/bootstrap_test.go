@@ -43,6 +43,7 @@ func newBootstrapNode(t *testing.T, c *cluster.Cluster, extraConfig string) *boo
 	dir := filepath.Dir(n.config)
 	bootstrap := filepath.Join(dir, "bootstrap.kubeconfig")
 	must(t, c.BootstrapKubeconfig(token, bootstrap))
+	n.setAuth(clusterAuth(c))
 	appendNodeConfig(t, n, extraConfig)
 	kubeconfig := filepath.Join(dir, "kubelet.kubeconfig")
 	n.args = append(n.args, "--bootstrap-kubeconfig", bootstrap, "--kubeconfig", kubeconfig)

@@ -81,7 +81,21 @@ func newClusterNode(t *testing.T) *clusterNode {
 	// The apiserver certificate is valid for 127.0.0.1, where the proxy is.
 	must(t, os.WriteFile(kubeconfig, []byte(strings.ReplaceAll(string(b), apiURL, "https://"+cn.proxy.addr)), 0o600))
 	n.args = append(n.args, "--kubeconfig", kubeconfig)
+	n.setAuth(clusterAuth(c))
 	return cn
+}
+
+// clusterAuth is the kubelet API's configuration of a cluster's node, as
+// a real cluster's: on every address (the apiserver dials the node's
+// InternalIP), client certificates of the cluster CA (the apiserver's
+// kubelet client certificate), bearer tokens through TokenReview, and
+// SubjectAccessReviews (upstream's defaults for the last two).
+func clusterAuth(c *cluster.Cluster) string {
+	return fmt.Sprintf(`address: 0.0.0.0
+authentication:
+  x509:
+    clientCAFile: %s
+`, c.CAFile())
 }
 
 func (cn *clusterNode) ctx() context.Context { return context.Background() }

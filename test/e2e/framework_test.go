@@ -75,7 +75,10 @@ type node struct {
 	root      string
 	manifests string
 	config    string
-	port      int
+	port      int // the read-only API's
+	// apiPort and healthzPort are the kubelet API's (HTTPS) and the
+	// healthz server's.
+	apiPort, healthzPort int
 	logPath   string
 	args      []string // extra flags for every start
 	cmd       *exec.Cmd
@@ -96,13 +99,16 @@ func newNode(t *testing.T) *node {
 		logPath:   filepath.Join(dir, "skiff.log"),
 	}
 	must(t, os.MkdirAll(n.manifests, 0o755))
+	n.apiPort, n.healthzPort = freePort(t), freePort(t)
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 readOnlyPort: %d
+port: %d
+healthzPort: %d
 fileCheckFrequency: 2s
 podCIDR: 10.88.0.0/16
 cgroupRoot: %s
-`, n.port, e2eCgroupRoot)
+%s`, n.port, n.apiPort, n.healthzPort, e2eCgroupRoot, standaloneAuth)
 	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
 	t.Cleanup(func() {
 		if n.cmd != nil {
@@ -117,6 +123,30 @@ cgroupRoot: %s
 		removeE2ECgroups(t)
 	})
 	return n
+}
+
+// standaloneAuth is the kubelet API's configuration of a node without
+// an apiserver: on loopback, no webhooks (they need an apiserver), and
+// with no authentication method every request gets 401. Tests of the
+// API change it with setAuth.
+const standaloneAuth = `address: 127.0.0.1
+authentication:
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+`
+
+// setAuth replaces the node's kubelet API configuration (standaloneAuth)
+// with auth; it must come before any other change to the config file.
+func (n *node) setAuth(auth string) {
+	n.t.Helper()
+	b, err := os.ReadFile(n.config)
+	must(n.t, err)
+	if !strings.Contains(string(b), standaloneAuth) {
+		n.t.Fatalf("setAuth: the config no longer has the standalone API configuration:\n%s", b)
+	}
+	must(n.t, os.WriteFile(n.config, []byte(strings.Replace(string(b), standaloneAuth, auth, 1)), 0o644))
 }
 
 // start runs Skiff and waits for its read-only API to answer.
