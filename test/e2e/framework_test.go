@@ -79,10 +79,10 @@ type node struct {
 	// apiPort and healthzPort are the kubelet API's (HTTPS) and the
 	// healthz server's.
 	apiPort, healthzPort int
-	logPath   string
-	args      []string // extra flags for every start
-	cmd       *exec.Cmd
-	exited    chan struct{}
+	logPath              string
+	args                 []string // extra flags for every start
+	cmd                  *exec.Cmd
+	exited               chan struct{}
 }
 
 // newNode prepares (but does not start) a Skiff. Cleanup removes its pods.
