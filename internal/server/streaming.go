@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -231,6 +232,11 @@ func proxyStream(w http.ResponseWriter, r *http.Request, rawURL string) {
 type responder struct{}
 
 func (responder) Error(w http.ResponseWriter, _ *http.Request, err error) {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code != 0 { // "Upgrade request required", say
+		http.Error(w, err.Error(), int(status.Status().Code))
+		return
+	}
 	klog.ErrorS(err, "Proxying a stream to the runtime failed")
 	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
