@@ -76,6 +76,10 @@ write_config() {
 	#   localhost, 127.0.0.1 and ::1 on any port by default (checked: plain
 	#   and htpasswd pulls work unconfigured). A registry elsewhere (the node
 	#   IP) would need config_path and a hosts.toml per host:port.
+	# - no streaming config: the CRI plugin's streaming server (exec,
+	#   attach, port-forward) defaults to 127.0.0.1 on a random port,
+	#   plain HTTP. Only Skiff, on the same host, talks to it: it proxies
+	#   the kubelet API's streams there.
 	local new
 	new=$(mktemp "$CONFIG.XXXXXX")
 	cat >"$new" <<EOF
