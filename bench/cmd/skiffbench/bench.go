@@ -94,6 +94,10 @@ func run(ctx context.Context, o options) error {
 		}
 		for _, kind := range order {
 			if err := b.runKubelet(ctx, kind, round); err != nil {
+				// Keep what was measured: an aborted run still says something.
+				if werr := b.results.write(o.outDir, os.Stdout); werr != nil {
+					fmt.Fprintln(os.Stderr, "skiffbench: writing the partial results:", werr)
+				}
 				return fmt.Errorf("round %d, %s: %w", round, kind, err)
 			}
 		}

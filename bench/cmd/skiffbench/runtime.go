@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,10 +46,11 @@ func (c *criCleaner) removeAll(ctx context.Context, keep func(ns string) bool) (
 		if l["io.kubernetes.pod.uid"] == "" || (keep != nil && !keep(l["io.kubernetes.pod.namespace"])) {
 			continue
 		}
-		if err := c.rs.StopPodSandbox(ctx, sb.Id); err != nil {
+		// The kubelet may be removing it at the same time: gone is done.
+		if err := c.rs.StopPodSandbox(ctx, sb.Id); err != nil && !isGRPCNotFound(err) {
 			return n, fmt.Errorf("stop sandbox %s: %w", sb.Id, err)
 		}
-		if err := c.rs.RemovePodSandbox(ctx, sb.Id); err != nil {
+		if err := c.rs.RemovePodSandbox(ctx, sb.Id); err != nil && !isGRPCNotFound(err) {
 			return n, fmt.Errorf("remove sandbox %s: %w", sb.Id, err)
 		}
 		n++
@@ -108,6 +111,8 @@ func podSummary(p *v1.Pod) string {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func isGRPCNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
 // readVmHWM returns the process's peak resident set (MB) since it started.
 func readVmHWM(pid int) (float64, error) {
