@@ -125,7 +125,8 @@ func (m *Manager) allocatable() v1.ResourceList {
 	return m.cfg.NodeAllocatable()
 }
 
-// getters read the ConfigMaps and Secrets of projected volumes.
+// getters read the ConfigMaps, Secrets and ClusterTrustBundles of
+// projected volumes.
 func (m *Manager) getters(ctx context.Context, pod *v1.Pod) payload.Getters {
 	return payload.Getters{
 		ConfigMaps: payload.ConfigMapGetterFunc(func(ns, name string) (*v1.ConfigMap, error) {
@@ -134,6 +135,7 @@ func (m *Manager) getters(ctx context.Context, pod *v1.Pod) payload.Getters {
 		Secrets: payload.SecretGetterFunc(func(ns, name string) (*v1.Secret, error) {
 			return m.secret(ctx, pod, ns, name)
 		}),
+		TrustBundles:    trustBundles{ctx, m.cfg.Client},
 		NodeAllocatable: m.allocatable(),
 	}
 }

@@ -355,6 +355,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--proxy-client-cert-file=" + pki("front-proxy-client.crt"),
 		"--proxy-client-key-file=" + pki("front-proxy-client.key"),
 		"--profiling=false",
+		// ClusterTrustBundles (beta, off by default in 1.34) so projected
+		// volumes can use them.
+		"--feature-gates=ClusterTrustBundle=true,ClusterTrustBundleProjection=true",
+		"--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true",
 	}
 	api, err := c.run(APIServer, append(apiArgs, o.ExtraAPIServerArgs...))
 	if err != nil {

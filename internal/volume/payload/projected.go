@@ -41,8 +41,9 @@ func (f SecretGetterFunc) GetSecret(namespace, name string) (*v1.Secret, error) 
 // Getters is what a projected volume reads besides the pod. A nil getter
 // fails only the sources that need it.
 type Getters struct {
-	ConfigMaps ConfigMapGetter
-	Secrets    SecretGetter
+	ConfigMaps   ConfigMapGetter
+	Secrets      SecretGetter
+	TrustBundles TrustBundleGetter
 	// NodeAllocatable stands in for unset limits in downwardAPI sources.
 	NodeAllocatable v1.ResourceList
 }
@@ -56,13 +57,9 @@ type TokenFunc func(audience string, expirationSeconds int64) (string, error)
 // source's expirationSeconds.
 const defaultTokenExpiration int64 = 3600
 
-// ErrClusterTrustBundleUnsupported and ErrPodCertificateUnsupported fail
-// projected volumes using those (beta and alpha) sources, rather than
-// mounting them without the files.
-var (
-	ErrClusterTrustBundleUnsupported = errors.New("clusterTrustBundle projections are not supported")
-	ErrPodCertificateUnsupported     = errors.New("podCertificate projections are not supported")
-)
+// ErrPodCertificateUnsupported fails projected volumes using that (alpha)
+// source, rather than mounting them without the files.
+var ErrPodCertificateUnsupported = errors.New("podCertificate projections are not supported")
 
 // Projected returns the files of a projected volume: the union of its
 // sources, later sources winning on a shared path, each with the volume's
@@ -107,7 +104,7 @@ func Projected(source *v1.ProjectedVolumeSource, pod *v1.Pod, getters Getters, t
 		case s.ServiceAccountToken != nil:
 			add(projectToken(s.ServiceAccountToken, tokenFunc, credentialMode, fsUser))
 		case s.ClusterTrustBundle != nil:
-			errs = append(errs, ErrClusterTrustBundleUnsupported)
+			add(projectTrustBundle(s.ClusterTrustBundle, getters.TrustBundles, defaultMode))
 		case s.PodCertificate != nil:
 			errs = append(errs, ErrPodCertificateUnsupported)
 		}

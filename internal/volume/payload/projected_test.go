@@ -217,13 +217,6 @@ func TestProjected(t *testing.T) {
 			noTokens: true,
 			wantErr:  "no token source",
 		},
-		{
-			name: "cluster trust bundle",
-			source: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
-				{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca.pem"}},
-			}},
-			wantErr: "clusterTrustBundle projections are not supported",
-		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,11 +252,10 @@ func TestProjected(t *testing.T) {
 
 func TestProjectedUnsupportedIsMatchable(t *testing.T) {
 	src := &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
-		{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca.pem"}},
 		{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y"}},
 	}}
 	_, err := Projected(src, testPod(), Getters{}, nil)
-	if !errors.Is(err, ErrClusterTrustBundleUnsupported) || !errors.Is(err, ErrPodCertificateUnsupported) {
+	if !errors.Is(err, ErrPodCertificateUnsupported) {
 		t.Fatalf("err = %v", err)
 	}
 }
