@@ -65,6 +65,7 @@ type Kubelet struct {
 	stats    *stats.Provider
 	local    *admission.Local // node-local admission checks
 	cgroups  *cm.Manager
+	logsDir  string // podLogsDir: /var/log/pods
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -149,6 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if logsDir == "" {
 		logsDir = defaultPodLogsDir
 	}
+	k.logsDir = logsDir
 	rc := podruntime.Config{
 		CRI:        client,
 		Recorder:   k.recorder,
@@ -209,6 +211,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	spawn(k.stats.Run)
 	spawn(k.runEviction)
+	spawn(k.runLogRotation)
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}
