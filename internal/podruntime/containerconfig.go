@@ -72,6 +72,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 			mounts = append(mounts, hm)
 		}
 	}
+	if tm := m.terminationMessageMount(pod, c); tm != nil {
+		mounts = append(mounts, tm)
+	}
 	return &runtimeapi.ContainerConfig{
 		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},

@@ -142,6 +142,8 @@ func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *cont
 		}
 		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
 			klog.ErrorS(err, "Failed to remove dead container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID)
+			continue
 		}
+		removeContainerFiles(cs)
 	}
 }

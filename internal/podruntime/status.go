@@ -51,7 +51,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 		if err != nil {
 			return nil, fmt.Errorf("status of container %s: %w", c.Id, err)
 		}
-		st.Containers = append(st.Containers, toContainerStatus(resp.Status))
+		cs := toContainerStatus(resp.Status)
+		addTerminationMessage(ctx, resp.Status, cs)
+		st.Containers = append(st.Containers, cs)
 	}
 	sort.SliceStable(st.Containers, func(i, j int) bool {
 		return st.Containers[i].CreatedAt.After(st.Containers[j].CreatedAt)

@@ -3,6 +3,8 @@
 package status
 
 import (
+	"unicode/utf8"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,11 +50,57 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 		// A finished init container is ready: its work is done. A sidecar
 		// that stopped is not.
 		s.Ready = isInit && !isSidecar(c) && s.State.Terminated != nil && cur.ExitCode == 0
+	case container.StateCreated:
+		// Created but never started (a runtime may keep a container whose
+		// start failed as created): as upstream, it counts as exited, and
+		// it could not run. containerd reports a failed start as exited
+		// with its own reason, StartError, which passes through as is.
+		s.Started = ptr(false)
+		t := terminated(in.RuntimeName, cur)
+		t.ExitCode, t.Reason = cannotRunExitCode, podruntime.ReasonContainerCannotRun
+		if w := in.Waiting[c.Name]; w != nil {
+			s.State.Waiting = waiting(w, "")
+			s.LastTerminationState.Terminated = t
+		} else {
+			s.State.Terminated = t
+		}
 	default:
 		s.Started = ptr(false)
 		s.State.Waiting = waiting(in.Waiting[c.Name], podruntime.ReasonContainerCreating)
 	}
 	return s
+}
+
+// cannotRunExitCode is the exit code of a container that never ran, as
+// runtimes report a failed start.
+const cannotRunExitCode = 128
+
+// maxPodTerminationMessages is upstream's bound on the termination
+// messages of all of a pod's containers together: each gets an equal
+// share.
+const maxPodTerminationMessages = 12 << 10
+
+// truncateMessages cuts each terminated state's message to its share of
+// maxPodTerminationMessages, keeping its beginning, as upstream's status
+// manager does.
+func truncateMessages(s *v1.PodStatus, containers int) {
+	per := maxPodTerminationMessages
+	if containers > 0 {
+		per /= containers
+	}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			for _, t := range []*v1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
+				if t != nil && len(t.Message) > per {
+					cut := per
+					for cut > 0 && !utf8.RuneStart(t.Message[cut]) {
+						cut-- // never half a character
+					}
+					t.Message = t.Message[:cut]
+				}
+			}
+		}
+	}
 }
 
 func terminated(runtimeName string, cs *container.ContainerStatus) *v1.ContainerStateTerminated {

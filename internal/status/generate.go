@@ -69,6 +69,7 @@ func Generate(in Input) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], false, appWaiting))
 	}
+	truncateMessages(&s, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses, appStartedInSandbox(pod, in.Runtime))
 	if in.Terminating && !IsTerminal(s.Phase) && !anyRunning(s.InitContainerStatuses, s.ContainerStatuses) {
 		s.Phase = terminalPhase(s.ContainerStatuses)
