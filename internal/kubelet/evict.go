@@ -10,6 +10,15 @@ import (
 	"github.com/skiff-sh/skiff/internal/eviction"
 )
 
+// podFailure is why Skiff itself failed a pod that was running: the
+// status reason and message it ends with, and whether the pod was
+// disrupted (an eviction adds the DisruptionTarget condition; an exceeded
+// active deadline does not).
+type podFailure struct {
+	reason, message string
+	disruption      bool
+}
+
 // runEviction evicts pods over their emptyDir sizeLimit, when the config
 // enables local storage capacity isolation (the default).
 func (k *Kubelet) runEviction(ctx context.Context) {
@@ -28,7 +37,7 @@ func (k *Kubelet) runEviction(ctx context.Context) {
 func (k *Kubelet) evictablePods() []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range k.activePods() {
-		if !IsStaticPod(p) && k.evictedMessage(p.UID) == "" {
+		if !IsStaticPod(p) && k.failure(p.UID) == nil {
 			out = append(out, p)
 		}
 	}
@@ -37,29 +46,47 @@ func (k *Kubelet) evictablePods() []*v1.Pod {
 
 // evict stops the pod now and fails it with reason Evicted.
 func (k *Kubelet) evict(p *v1.Pod, message string) {
-	k.mu.Lock()
-	k.evicted[p.UID] = message
-	k.mu.Unlock()
+	if !k.fail(p, podFailure{reason: eviction.Reason, message: message, disruption: true}) {
+		return
+	}
 	k.recorder.Eventf(p, v1.EventTypeWarning, eviction.Reason, "%s", message)
 	grace := int64(0)
 	k.workers.Terminate(p, &grace)
 }
 
-func (k *Kubelet) evictedMessage(uid types.UID) string {
+// fail records that the pod is to end Failed for f; false if it already is.
+func (k *Kubelet) fail(p *v1.Pod, f podFailure) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.evicted[uid]
+	if _, done := k.failed[p.UID]; done {
+		return false
+	}
+	k.failed[p.UID] = f
+	return true
 }
 
-// applyEviction makes an evicted pod's status Failed/Evicted, with the
-// DisruptionTarget condition upstream adds.
-func (k *Kubelet) applyEviction(uid types.UID, s *v1.PodStatus) {
-	msg := k.evictedMessage(uid)
-	if msg == "" {
+func (k *Kubelet) failure(uid types.UID) *podFailure {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f, ok := k.failed[uid]; ok {
+		return &f
+	}
+	return nil
+}
+
+// applyFailure makes the status of a pod Skiff failed Failed with its
+// reason and message, and an evicted pod's with the DisruptionTarget
+// condition upstream adds.
+func (k *Kubelet) applyFailure(uid types.UID, s *v1.PodStatus) {
+	f := k.failure(uid)
+	if f == nil {
 		return
 	}
 	// Failed even when the containers exited 0 on SIGTERM, as upstream.
-	s.Phase, s.Reason, s.Message = v1.PodFailed, eviction.Reason, msg
+	s.Phase, s.Reason, s.Message = v1.PodFailed, f.reason, f.message
+	if !f.disruption {
+		return
+	}
 	for _, c := range s.Conditions {
 		if c.Type == v1.DisruptionTarget {
 			return
@@ -67,7 +94,7 @@ func (k *Kubelet) applyEviction(uid types.UID, s *v1.PodStatus) {
 	}
 	s.Conditions = append(s.Conditions, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet,
-		Message: msg,
+		Message: f.message,
 	})
 	klog.V(4).InfoS("Pod status marked evicted", "podUID", uid)
 }

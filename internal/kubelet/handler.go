@@ -25,6 +25,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		op = "create"
 	}
 	defer observeWorker(op, time.Now())
+	untilDeadline := k.checkActiveDeadline(pod, time.Now())
 	s := k.computeStatus(pod, st, false)
 	if k.client != nil && IsStaticPod(pod) {
 		if err := k.syncMirrorPod(ctx, pod); err != nil {
@@ -56,6 +57,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		}
 	}
 	k.computeStatus(pod, st, false)
+	if untilDeadline > 0 && (res.RequeueAfter <= 0 || untilDeadline < res.RequeueAfter) {
+		res.RequeueAfter = untilDeadline // a sync then fails the pod
+	}
 	return false, res.RequeueAfter, res.Err
 }
 
@@ -96,7 +100,7 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 	metrics.PodStarts.Forget(st.ID)
 	metrics.ForgetPodProbes(st.Namespace, st.Name, st.ID)
 	k.mu.Lock()
-	delete(k.evicted, st.ID)
+	delete(k.failed, st.ID)
 	k.mu.Unlock()
 	return nil
 }
@@ -122,7 +126,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Now:         time.Now(),
 		Terminating: terminating,
 	})
-	k.applyEviction(pod.UID, &s)
+	k.applyFailure(pod.UID, &s)
 	k.statuses.Set(pod.UID, s)
 	if isReady(s) {
 		k.startup.Ready(pod)

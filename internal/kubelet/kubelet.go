@@ -77,7 +77,7 @@ type Kubelet struct {
 	reasons  map[types.UID]map[string]*podruntime.ContainerError
 	rejected map[types.UID]bool   // pods admission refused
 	pending  map[types.UID]bool   // pods waiting for the Node before admission
-	evicted  map[types.UID]string // message of each pod evicted
+	failed   map[types.UID]podFailure // pods Skiff failed (evicted, past their deadline)
 }
 
 // Run runs Skiff until ctx ends. Pods keep running when it returns: a
@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
 		rejected: map[types.UID]bool{},
 		pending:  map[types.UID]bool{},
-		evicted:  map[types.UID]string{},
+		failed:   map[types.UID]podFailure{},
 		recorder: logRecorder{},
 		local:    &admission.Local{Sysctls: sysctls, AppArmor: admission.AppArmorEnabled()},
 		cgroups:  cgroups,
