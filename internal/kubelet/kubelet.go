@@ -75,8 +75,8 @@ type Kubelet struct {
 
 	mu       sync.Mutex
 	reasons  map[types.UID]map[string]*podruntime.ContainerError
-	rejected map[types.UID]bool   // pods admission refused
-	pending  map[types.UID]bool   // pods waiting for the Node before admission
+	rejected map[types.UID]bool       // pods admission refused
+	pending  map[types.UID]bool       // pods waiting for the Node before admission
 	failed   map[types.UID]podFailure // pods Skiff failed (evicted, past their deadline)
 }
 
