@@ -139,7 +139,7 @@ func TestContainerLogsHandler(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a few ticks", func() (bool, error) {
 		_, body := get("tailLines=1")
-		return strings.HasPrefix(body, "tick ") && tickOf(strings.TrimSpace(body)) >= 3, nil
+		return strings.HasPrefix(body, "tick ") && tickOf(strings.TrimSpace(body)) >= 10, nil // 2 s of ticks
 	})
 	code, body := get("tailLines=3")
 	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
