@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/server"
 )
 
@@ -67,15 +68,15 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 	}
 	spawn(auth.Run)
 	run("kubelet API", server.NewSecure(server.SecureConfig{
-		Addr:      net.JoinHostPort(kc.Address, strconv.Itoa(int(kc.Port))),
-		TLS:       tlsConfig,
-		Auth:      auth,
-		Host:      k,
-		Runtime:   k.cri.Runtime,
-		Stats:     k.stats,
-		Config:    kc,
-		Debugging: ptrOr(kc.EnableDebuggingHandlers, true),
-		// TODO(logs): ContainerLogs: logs.Handler(k), once internal/logs lands.
+		Addr:          net.JoinHostPort(kc.Address, strconv.Itoa(int(kc.Port))),
+		TLS:           tlsConfig,
+		Auth:          auth,
+		Host:          k,
+		Runtime:       k.cri.Runtime,
+		Stats:         k.stats,
+		Config:        kc,
+		Debugging:     ptrOr(kc.EnableDebuggingHandlers, true),
+		ContainerLogs: logs.Handler(k),
 	}).Run)
 	return nil
 }

@@ -48,8 +48,8 @@ type SecureConfig struct {
 	// Debugging is enableDebuggingHandlers: without it exec, attach,
 	// portForward, run, containerLogs and runningpods answer 405.
 	Debugging bool
-	// ContainerLogs serves GET /containerLogs/{ns}/{pod}/{container};
-	// nil answers 501 until the log reader lands.
+	// ContainerLogs serves GET /containerLogs/{ns}/{pod}/{container}
+	// (logs.Handler); names in the path are validated before it.
 	ContainerLogs http.Handler
 }
 
@@ -102,15 +102,9 @@ func secureMux(cfg SecureConfig) *http.ServeMux {
 	st := &streamer{host: cfg.Host, rt: cfg.Runtime}
 	st.install(mux)
 
-	// TODO(logs): the lead engineer wires internal/logs here once it lands:
-	// cfg.ContainerLogs = logs.Handler(k) in internal/kubelet.
-	logs := cfg.ContainerLogs
-	if logs == nil {
-		logs = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "container logs are not served yet", http.StatusNotImplemented)
-		})
+	if cfg.ContainerLogs != nil {
+		mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", validNames(cfg.ContainerLogs))
 	}
-	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", validNames(logs))
 	return mux
 }
 

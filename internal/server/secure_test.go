@@ -136,7 +136,10 @@ func testServer(t *testing.T, debugging bool) (*httptest.Server, *fakeRuntime) {
 		TypeMeta: metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: "kubelet.config.k8s.io/v1beta1"},
 		Port:     10250, Address: "0.0.0.0",
 	}
-	sc := SecureConfig{Auth: a, Host: &fakeHost{pods: testPods()}, Runtime: rt, Stats: &fakeStats{}, Config: cfg, Debugging: debugging}
+	sc := SecureConfig{Auth: a, Host: &fakeHost{pods: testPods()}, Runtime: rt, Stats: &fakeStats{}, Config: cfg, Debugging: debugging,
+		ContainerLogs: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "logs of %s", r.PathValue("container"))
+		})}
 	srv := httptest.NewServer(a.Filter(secureMux(sc)))
 	t.Cleanup(srv.Close)
 	return srv, rt
@@ -226,7 +229,7 @@ func TestStreamingErrors(t *testing.T) {
 		{"GET", "/run/ns1/web/main?cmd=ls", 405, ""},
 		{"POST", "/run/ns1/web/main", 400, "missing cmd"},
 		{"GET", "/metrics/cadvisor", 404, "cAdvisor metrics are not served by Skiff"},
-		{"GET", "/containerLogs/ns1/web/main", 501, "container logs are not served yet"},
+		{"GET", "/containerLogs/ns1/web/main", 200, "logs of main"},
 		{"GET", "/containerLogs/ns1/web/Bad", 400, `invalid container name "Bad"`},
 	} {
 		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)

@@ -214,11 +214,15 @@ func TestKubeletAPIAuth(t *testing.T) {
 
 // kubectl runs the real kubectl as the cluster's admin.
 func kubectl(c *cluster.Cluster, args ...string) *exec.Cmd {
+	return exec.Command(kubectlPath(), append([]string{"--kubeconfig", c.AdminKubeconfig()}, args...)...)
+}
+
+func kubectlPath() string {
 	bin, err := filepath.Abs("../../_output/bin/kubectl")
 	if err != nil {
 		panic(err)
 	}
-	return exec.Command(bin, append([]string{"--kubeconfig", c.AdminKubeconfig()}, args...)...)
+	return bin
 }
 
 // Issue 6: kubectl exec, attach and port-forward through the apiserver
