@@ -57,8 +57,8 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 		info.BootID == "" || info.KernelVersion == "" || info.OSImage == "" || info.Architecture != "amd64" {
 		t.Errorf("nodeInfo: %+v", info)
 	}
-	if n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
-		t.Errorf("kubelet port %d", n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	if p := n.Status.DaemonEndpoints.KubeletEndpoint.Port; int(p) != cn.apiPort {
+		t.Errorf("kubelet endpoint port %d, want the configured port %d", p, cn.apiPort)
 	}
 	for _, typ := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
 		found := false
