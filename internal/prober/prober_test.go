@@ -1,0 +1,369 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilexec "k8s.io/utils/exec"
+)
+
+type fakeStatuses struct {
+	mu sync.Mutex
+	m  map[types.UID]v1.PodStatus
+}
+
+func (f *fakeStatuses) Get(uid types.UID) (v1.PodStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.m[uid]
+	return s, ok
+}
+
+func (f *fakeStatuses) set(uid types.UID, s v1.PodStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m[uid] = s
+}
+
+// fakeExec answers each command (joined by spaces) with its exit code.
+type fakeExec struct {
+	mu    sync.Mutex
+	exit  map[string]int
+	calls map[string]int
+}
+
+func (f *fakeExec) ExecSync(_ context.Context, _ string, cmd []string, _ time.Duration) ([]byte, []byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := strings.Join(cmd, " ")
+	f.calls[key]++
+	if code := f.exit[key]; code != 0 {
+		return []byte(key + " said no"), nil, utilexec.CodeExitError{Err: errors.New("exit"), Code: code}
+	}
+	return nil, nil, nil
+}
+
+func (f *fakeExec) setExit(cmd string, code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exit[cmd] = code
+}
+
+func (f *fakeExec) count(cmd string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[cmd]
+}
+
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (f *fakeRecorder) Eventf(_ runtime.Object, _, reason, format string, args ...interface{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, reason+": "+fmt.Sprintf(format, args...))
+}
+
+func (f *fakeRecorder) all() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events...)
+}
+
+type fixture struct {
+	t        *testing.T
+	m        *Manager
+	statuses *fakeStatuses
+	exec     *fakeExec
+	rec      *fakeRecorder
+	pod      *v1.Pod
+}
+
+func execProbe(cmd string, failureThreshold int32) *v1.Probe {
+	return &v1.Probe{
+		ProbeHandler:     v1.ProbeHandler{Exec: &v1.ExecAction{Command: strings.Fields(cmd)}},
+		PeriodSeconds:    1,
+		TimeoutSeconds:   1,
+		SuccessThreshold: 1,
+		FailureThreshold: failureThreshold,
+	}
+}
+
+func newFixture(t *testing.T, c v1.Container) *fixture {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fixture{
+		t:        t,
+		statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}},
+		exec:     &fakeExec{exit: map[string]int{}, calls: map[string]int{}},
+		rec:      &fakeRecorder{},
+		pod: &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
+			Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{c}},
+		},
+	}
+	f.m = New(ctx, Config{Runtime: f.exec, Statuses: f.statuses, Recorder: f.rec})
+	f.m.start = time.Time{} // no start-up jitter
+	t.Cleanup(func() {
+		cancel()
+		f.m.Wait()
+	})
+	// Updates are read as the kubelet would, so senders never block.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.m.Updates():
+			}
+		}
+	}()
+	return f
+}
+
+// running records that the container runs with that ID, started or not.
+func (f *fixture) running(id string, started bool) {
+	f.statuses.set(f.pod.UID, v1.PodStatus{
+		Phase: v1.PodRunning, PodIP: "10.0.0.1",
+		ContainerStatuses: []v1.ContainerStatus{{
+			Name: "app", ContainerID: "containerd://" + id, Started: &started,
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}},
+		}},
+	})
+}
+
+// worker builds one worker without its goroutine, to drive it step by step.
+func (f *fixture) worker(kind Kind) *worker {
+	c := &f.pod.Spec.Containers[0]
+	switch kind {
+	case Liveness:
+		return f.m.newWorker(kind, f.pod, c, c.LivenessProbe, false, f.m.liveness, Success)
+	case Startup:
+		return f.m.newWorker(kind, f.pod, c, c.StartupProbe, false, f.m.startup, Unknown)
+	}
+	return f.m.newWorker(kind, f.pod, c, c.ReadinessProbe, false, f.m.readiness, Failure)
+}
+
+func TestReadinessThresholds(t *testing.T) {
+	c := v1.Container{Name: "app", ReadinessProbe: execProbe("ready", 2)}
+	c.ReadinessProbe.SuccessThreshold = 2
+	f := newFixture(t, c)
+	w := f.worker(Readiness)
+	ctx := context.Background()
+	f.running("c1", true)
+	get := func() (Result, bool) { return f.m.readiness.get("c1") }
+
+	steps := []struct {
+		exit int
+		want Result
+	}{
+		{0, Failure}, // initial Failure; one success of two
+		{0, Success}, // second success: ready
+		{1, Success}, // one failure of two: still ready
+		{0, Success}, // the streak is broken
+		{1, Success},
+		{1, Failure}, // two failures in a row: not ready
+	}
+	for i, s := range steps {
+		f.exec.setExit("ready", s.exit)
+		if !w.probe(ctx) {
+			t.Fatalf("step %d: worker stopped", i)
+		}
+		if got, _ := get(); got != s.want {
+			t.Fatalf("step %d (exit %d): readiness %v, want %v", i, s.exit, got, s.want)
+		}
+	}
+	if n := f.exec.count("ready"); n != len(steps) {
+		t.Errorf("%d probes, want %d", n, len(steps))
+	}
+}
+
+func TestStartupGatesLiveness(t *testing.T) {
+	c := v1.Container{Name: "app", StartupProbe: execProbe("started", 1), LivenessProbe: execProbe("alive", 1)}
+	f := newFixture(t, c)
+	ctx := context.Background()
+	startup, liveness := f.worker(Startup), f.worker(Liveness)
+	f.exec.setExit("alive", 1) // would fail: must not run yet
+	f.exec.setExit("started", 1)
+	f.running("c1", false)
+
+	liveness.probe(ctx)
+	if n := f.exec.count("alive"); n != 0 {
+		t.Fatalf("liveness probed %d times before startup succeeded", n)
+	}
+	if kind, bad := f.m.Unhealthy("c1"); bad {
+		t.Fatalf("unhealthy (%s) before the liveness probe ran", kind)
+	}
+	f.exec.setExit("started", 0)
+	startup.probe(ctx)
+	if !f.m.StartupDone("c1") {
+		t.Fatal("startup probe succeeded but StartupDone is false")
+	}
+	f.running("c1", true) // the status now says started
+	startup.probe(ctx)
+	if n := f.exec.count("started"); n != 1 {
+		t.Errorf("startup probed %d times, want once: it stops once started", n)
+	}
+	liveness.probe(ctx)
+	if kind, bad := f.m.Unhealthy("c1"); !bad || kind != Liveness {
+		t.Fatalf("Unhealthy = %s %v after a failed liveness probe", kind, bad)
+	}
+	want := "Unhealthy: Liveness probe failed: alive said no"
+	if ev := f.rec.all(); len(ev) == 0 || ev[len(ev)-1] != want {
+		t.Errorf("events %q, want last %q", ev, want)
+	}
+	// On hold until the container is replaced.
+	liveness.probe(ctx)
+	if n := f.exec.count("alive"); n != 1 {
+		t.Errorf("liveness probed %d times after failing, want 1 (on hold)", n)
+	}
+	f.exec.setExit("alive", 0)
+	f.running("c2", true)
+	liveness.probe(ctx)
+	if _, bad := f.m.Unhealthy("c2"); bad {
+		t.Error("the restarted container is unhealthy")
+	}
+	if _, ok := f.m.liveness.get("c1"); ok {
+		t.Error("the old container's result was kept")
+	}
+	if n := f.exec.count("alive"); n != 2 {
+		t.Errorf("liveness probed %d times, want 2", n)
+	}
+}
+
+func TestStartupFailureKills(t *testing.T) {
+	f := newFixture(t, v1.Container{Name: "app", StartupProbe: execProbe("started", 2)})
+	w := f.worker(Startup)
+	f.exec.setExit("started", 1)
+	f.running("c1", false)
+	w.probe(context.Background())
+	if _, bad := f.m.Unhealthy("c1"); bad {
+		t.Fatal("unhealthy after one failure of two")
+	}
+	w.probe(context.Background())
+	if kind, bad := f.m.Unhealthy("c1"); !bad || kind != Startup {
+		t.Fatalf("Unhealthy = %s %v, want Startup", kind, bad)
+	}
+}
+
+func TestInitialDelay(t *testing.T) {
+	c := v1.Container{Name: "app", LivenessProbe: execProbe("alive", 1)}
+	c.LivenessProbe.InitialDelaySeconds = 3600 * 2
+	f := newFixture(t, c)
+	f.running("c1", true) // started an hour ago
+	f.worker(Liveness).probe(context.Background())
+	if n := f.exec.count("alive"); n != 0 {
+		t.Errorf("probed %d times within initialDelaySeconds", n)
+	}
+}
+
+func TestWorkerStops(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy v1.RestartPolicy
+		status v1.PodStatus
+		goOn   bool
+	}{
+		{"pod succeeded", v1.RestartPolicyAlways, v1.PodStatus{Phase: v1.PodSucceeded}, false},
+		{"exited, never restarted", v1.RestartPolicyNever, exited(0), false},
+		{"exited 0, OnFailure", v1.RestartPolicyOnFailure, exited(0), false},
+		{"exited 1, OnFailure", v1.RestartPolicyOnFailure, exited(1), true},
+		{"exited, Always", v1.RestartPolicyAlways, exited(0), true},
+		{"no status yet", v1.RestartPolicyNever, v1.PodStatus{Phase: v1.PodPending}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, v1.Container{Name: "app", ReadinessProbe: execProbe("ready", 1)})
+			f.pod.Spec.RestartPolicy = tc.policy
+			f.statuses.set(f.pod.UID, tc.status)
+			if got := f.worker(Readiness).probe(context.Background()); got != tc.goOn {
+				t.Errorf("probe() = %v, want %v", got, tc.goOn)
+			}
+		})
+	}
+}
+
+func exited(code int32) v1.PodStatus {
+	return v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
+		Name: "app", ContainerID: "containerd://c1",
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}},
+	}}}
+}
+
+// The manager's goroutines: a readiness probe that starts passing makes
+// the container ready and sends an update; RemovePod ends the workers.
+func TestManagerLifecycle(t *testing.T) {
+	c := v1.Container{Name: "app", ReadinessProbe: execProbe("ready", 1), LivenessProbe: execProbe("alive", 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
+	exec := &fakeExec{exit: map[string]int{"ready": 1}, calls: map[string]int{}}
+	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	m.start = time.Time{}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	started := true
+	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
+		Name: "app", ContainerID: "containerd://c1", Started: &started,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}})
+	m.AddPod(pod)
+	m.AddPod(pod) // idempotent
+	if n := len(m.workers); n != 2 {
+		t.Fatalf("%d workers, want 2", n)
+	}
+	if m.Ready("u", "app", "c1") {
+		t.Fatal("ready before any probe succeeded")
+	}
+	if !m.Ready("u", "other", "c9") || !m.Started("u", "app", "c1") {
+		t.Fatal("a container without readiness/startup probes must be ready and started")
+	}
+	exec.setExit("ready", 0)
+	m.Ready("u", "app", "c1") // pokes the worker
+	deadline := time.After(5 * time.Second)
+	for got := false; !got; {
+		select {
+		case u := <-m.Updates():
+			got = u.Kind == Readiness && u.Result == Success && u.ContainerID == "c1" && u.PodUID == "u"
+		case <-deadline:
+			t.Fatal("no readiness Success update")
+		}
+	}
+	if !m.Ready("u", "app", "c1") {
+		t.Error("not ready after the update")
+	}
+	m.StopLivenessAndStartup("u")
+	if n := len(m.workers); n != 1 {
+		t.Errorf("%d workers after StopLivenessAndStartup, want 1", n)
+	}
+	m.RemovePod("u")
+	done := make(chan struct{})
+	go func() {
+		for { // drain until the workers are gone
+			select {
+			case <-m.Updates():
+			case <-done:
+				return
+			}
+		}
+	}()
+	waited := make(chan struct{})
+	go func() { m.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("workers still running after RemovePod")
+	}
+	close(done)
+	if _, ok := m.readiness.get("c1"); ok {
+		t.Error("a removed worker's result was kept")
+	}
+}

@@ -1,0 +1,185 @@
+package prober
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
+)
+
+// worker probes one container of a pod with one probe, every periodSeconds,
+// until its context ends or the container will never run again. It
+// follows the container across restarts: a new container ID starts over
+// from the kind's initial result.
+type worker struct {
+	m       *Manager
+	kind    Kind
+	pod     *v1.Pod
+	c       *v1.Container
+	spec    *v1.Probe
+	isInit  bool
+	results *results
+	initial Result
+	trigger chan struct{} // a probe now, not at the next tick
+	cancel  context.CancelFunc
+	target  metrics.ProbeTarget
+
+	// Owned by the goroutine.
+	containerID string
+	last        Result
+	streak      int  // how many probes in a row gave last
+	onHold      bool // failed liveness or startup: wait for the next container
+}
+
+func (w *worker) run(ctx context.Context) {
+	period := seconds(w.spec.PeriodSeconds)
+	defer func() {
+		if w.containerID != "" {
+			w.results.remove(w.containerID)
+		}
+		w.m.dropWorker(w)
+	}()
+	// Right after Skiff starts, spread the probes of the pods it adopts
+	// over a period rather than run them all at once, as upstream.
+	if period > time.Since(w.m.start) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rand.N(period)):
+		}
+	}
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for w.probe(ctx) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-w.trigger:
+			ticker.Reset(period)
+		}
+	}
+}
+
+// poke asks for a probe now; it never blocks.
+func (w *worker) poke() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// probe probes the container once, if it is time to, and records the
+// result. It returns whether the worker should go on.
+func (w *worker) probe(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	st, ok := w.m.cfg.Statuses.Get(w.pod.UID)
+	if !ok {
+		return true // no status yet
+	}
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		return false
+	}
+	cs := w.status(&st)
+	if cs == nil || cs.ContainerID == "" {
+		return true // not created yet
+	}
+	if id := trimScheme(cs.ContainerID); id != w.containerID {
+		if w.containerID != "" {
+			w.results.remove(w.containerID)
+		}
+		w.containerID, w.onHold = id, false
+		w.last, w.streak = Unknown, 0
+		w.results.set(ctx, w.pod.UID, id, w.initial)
+	}
+	if w.onHold {
+		return true
+	}
+	if cs.State.Running == nil {
+		w.results.set(ctx, w.pod.UID, w.containerID, Failure)
+		// Stop once the container will never run again.
+		if t := cs.State.Terminated; t != nil && !w.restarts(t.ExitCode) {
+			return false
+		}
+		return true
+	}
+	if time.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
+		return true
+	}
+	// The startup probe runs until the container has started; liveness
+	// and readiness only after that.
+	started := cs.Started != nil && *cs.Started
+	if started == (w.kind == Startup) {
+		return true
+	}
+	began := time.Now()
+	res, err := w.m.runProbe(ctx, w.kind, w.pod, w.c, w.spec, st.PodIP, w.containerID)
+	if err != nil || ctx.Err() != nil {
+		return true // could not probe: no result
+	}
+	switch res {
+	case Success:
+		metrics.ObserveProbe(w.target, metrics.ProbeSuccessful)
+		metrics.ObserveProbeDuration(w.target, time.Since(began))
+	default:
+		metrics.ObserveProbe(w.target, metrics.ProbeFailed)
+	}
+	if res == w.last {
+		w.streak++
+	} else {
+		w.last, w.streak = res, 1
+	}
+	if (res == Failure && w.streak < int(max(w.spec.FailureThreshold, 1))) ||
+		(res == Success && w.streak < int(max(w.spec.SuccessThreshold, 1))) {
+		return true // not settled yet: keep the result as it is
+	}
+	w.results.set(ctx, w.pod.UID, w.containerID, res)
+	if res == Failure && w.kind != Readiness {
+		// The container gets killed and restarted: no more probes of it.
+		w.onHold, w.streak = true, 0
+	}
+	return true
+}
+
+// status finds the container's status in the pod's.
+func (w *worker) status(st *v1.PodStatus) *v1.ContainerStatus {
+	list := st.ContainerStatuses
+	if w.isInit {
+		list = st.InitContainerStatuses
+	}
+	for i := range list {
+		if list[i].Name == w.c.Name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// restarts reports whether a container that exited with code will be
+// started again: a sidecar always, others as the pod's policy says.
+func (w *worker) restarts(code int32) bool {
+	if w.isInit { // probes on init containers: sidecars only
+		return true
+	}
+	switch w.pod.Spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
+}
+
+// trimScheme turns "containerd://abc" into the runtime's ID "abc".
+func trimScheme(id string) string {
+	if _, after, ok := strings.Cut(id, "://"); ok {
+		return after
+	}
+	return id
+}
