@@ -97,7 +97,9 @@ func TestHTTPProbe(t *testing.T) {
 	var gotUA string
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { gotUA = r.UserAgent(); fmt.Fprint(w, "fine") })
-	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "secret body", http.StatusServiceUnavailable) })
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "secret body", http.StatusServiceUnavailable)
+	})
 	mux.HandleFunc("/local", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok", http.StatusFound) })
 	mux.HandleFunc("/localfail", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/fail", http.StatusFound) })
 	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
