@@ -21,16 +21,20 @@ const minGracePeriod = 2
 // SIGKILL: the override if given, else the deletion grace period, else the
 // spec's terminationGracePeriodSeconds; never below minGracePeriod.
 func GracePeriod(pod *v1.Pod, override *int64) int64 {
-	g := int64(30)
+	return max(gracePeriod(pod, override), minGracePeriod)
+}
+
+// gracePeriod is GracePeriod before the floor: what a preStop hook gets.
+func gracePeriod(pod *v1.Pod, override *int64) int64 {
 	switch {
 	case override != nil:
-		g = *override
+		return *override
 	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
-		g = *pod.DeletionGracePeriodSeconds
+		return *pod.DeletionGracePeriodSeconds
 	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
-		g = *pod.Spec.TerminationGracePeriodSeconds
+		return *pod.Spec.TerminationGracePeriodSeconds
 	}
-	return max(g, minGracePeriod)
+	return 30
 }
 
 // KillPod stops every running container of the pod (app and init containers
@@ -85,12 +89,14 @@ func (m *Manager) killAll(ctx context.Context, pod *v1.Pod, cs []*container.Cont
 	return errs
 }
 
-// killContainer stops one container: SIGTERM, then SIGKILL after the grace
-// period. A container already gone counts as stopped.
+// killContainer stops one container: its preStop hook, then SIGTERM, then
+// SIGKILL once the grace period is over. The hook's time counts against
+// the grace period; what is left goes to StopContainer, at least
+// minGracePeriod. A container already gone counts as stopped.
 func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.ContainerStatus, grace *int64, why string) error {
-	g := GracePeriod(pod, grace)
+	g := gracePeriod(pod, grace)
 	if pod == nil && grace == nil && cs.GracePeriod != nil {
-		g = max(*cs.GracePeriod, minGracePeriod)
+		g = *cs.GracePeriod
 	}
 	if why == "" {
 		why = "Stopping container " + cs.Name
@@ -98,6 +104,8 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.
 	if pod != nil {
 		m.event(pod, v1.EventTypeNormal, "Killing", "%s", why)
 	}
+	g -= m.preStop(ctx, pod, specOf(pod, cs.Name), cs.ID, g)
+	g = max(g, minGracePeriod)
 	klog.V(2).InfoS("Killing container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID, "gracePeriod", g)
 	if err := m.cfg.CRI.Runtime.StopContainer(ctx, cs.ID, g); err != nil && !isNotFound(err) {
 		return fmt.Errorf("stop container %s (%s): %w", cs.Name, cs.ID, err)

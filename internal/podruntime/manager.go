@@ -49,6 +49,11 @@ type Config struct {
 	// StartupDone reports whether the startup probe of the container with
 	// that ID has succeeded; nil: no prober, running means started.
 	StartupDone func(containerID string) bool
+	// Unhealthy reports whether the running container with that ID failed
+	// its liveness or startup probe, and which ("liveness", "startup"):
+	// it is then killed and restarted as the restart policy says. nil: no
+	// prober.
+	Unhealthy func(containerID string) (probe string, failed bool)
 	// Puller pulls images (serialized or parallel); nil: one at a time.
 	Puller *images.Puller
 	// PullSecrets returns a pod's imagePullSecrets; nil (standalone):

@@ -83,6 +83,9 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	}
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	s.res.Started = true
+	if !m.postStart(ctx, s, c, id) {
+		return false
+	}
 	klog.V(2).InfoS("Started container", "pod", klog.KObj(pod), "container", c.Name, "id", id, "restartCount", restartCount)
 	return true
 }

@@ -128,6 +128,12 @@ func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
 		if isSidecar(c) {
 			switch {
 			case cs != nil && cs.State == container.StateRunning:
+				if m.restartUnhealthy(ctx, s, c, cs) {
+					if !initialized && c.StartupProbe != nil {
+						return false
+					}
+					continue
+				}
 				if !initialized && !m.started(c, cs) {
 					return false
 				}
@@ -205,6 +211,7 @@ func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Contai
 		m.startContainer(ctx, s, c, nil)
 	case cs.State == container.StateRunning:
 		if cs.Hash == HashContainer(c) {
+			m.restartUnhealthy(ctx, s, c, cs)
 			return
 		}
 		msg := fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)
@@ -218,6 +225,48 @@ func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Contai
 	default:
 		m.startContainer(ctx, s, c, cs)
 	}
+}
+
+// restartUnhealthy kills a running container that failed its liveness or
+// startup probe and, unless the pod never restarts containers, starts it
+// again at once, as upstream: the back-off applies to crashes, not to
+// kills. It returns whether it acted.
+func (m *Manager) restartUnhealthy(ctx context.Context, s *podSync, c *v1.Container, cs *container.ContainerStatus) bool {
+	if m.cfg.Unhealthy == nil {
+		return false
+	}
+	kind, failed := m.cfg.Unhealthy(cs.ID)
+	if !failed {
+		return false
+	}
+	restart := isSidecar(c) || s.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
+	if restart {
+		msg += ", will be restarted"
+	}
+	if err := m.killContainer(ctx, s.pod, cs, probeGracePeriod(s.pod, c, kind), msg); err != nil {
+		s.res.Err = err
+		return true
+	}
+	s.res.Started = true // the status the sync began with is stale
+	if restart {
+		m.startContainer(ctx, s, c, cs)
+	}
+	return true
+}
+
+// probeGracePeriod is the grace period of a kill for a failed probe: the
+// probe's own terminationGracePeriodSeconds, unless the pod is being
+// deleted; nil: the pod's.
+func probeGracePeriod(pod *v1.Pod, c *v1.Container, kind string) *int64 {
+	p := c.LivenessProbe
+	if kind == "startup" {
+		p = c.StartupProbe
+	}
+	if pod.DeletionGracePeriodSeconds != nil || p == nil {
+		return nil
+	}
+	return p.TerminationGracePeriodSeconds
 }
 
 // current returns the newest instance of a container in the current sandbox.
