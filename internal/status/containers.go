@@ -31,10 +31,16 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 	switch cur.State {
 	case container.StateRunning:
 		s.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
-		s.Started = ptr(true)
-		// No readiness probe support yet: running is ready, except for a
-		// regular init container, which is ready only once it exited 0.
-		s.Ready = !isInit || isSidecar(c)
+		// A running container has started once its startup probe passed,
+		// and is ready once started and its readiness probe passed; a
+		// regular init container is ready only once it exited 0.
+		started, ready := true, true
+		if in.Probes != nil {
+			started = in.Probes.Started(in.Pod.UID, c.Name, cur.ID)
+			ready = started && in.Probes.Ready(in.Pod.UID, c.Name, cur.ID)
+		}
+		s.Started = ptr(started)
+		s.Ready = ready && (!isInit || isSidecar(c))
 		if len(instances) > 1 && instances[1].State == container.StateExited {
 			s.LastTerminationState.Terminated = terminated(in.RuntimeName, instances[1])
 		}

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -26,6 +27,20 @@ type Input struct {
 	// Terminating: the pod is being stopped for good (deleted), so once
 	// nothing runs its phase is terminal whatever its restart policy.
 	Terminating bool
+	// Probes decides whether running containers have started and are
+	// ready; nil: running means both.
+	Probes Probes
+}
+
+// Probes gives the results of startup and readiness probes; the prober's
+// Manager fits.
+type Probes interface {
+	// Started reports whether a running container has started (its
+	// startup probe succeeded, or it has none).
+	Started(podUID types.UID, container, containerID string) bool
+	// Ready reports whether a running container is ready (its readiness
+	// probe succeeded, or it has none).
+	Ready(podUID types.UID, container, containerID string) bool
 }
 
 // Generate computes the pod's status.
