@@ -36,6 +36,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
+	k.prober.AddPod(pod)
 	k.startup.SyncStarted(pod.UID)
 	began := time.Now()
 	vols, err := k.volumes.SetUp(ctx, pod)
@@ -65,6 +66,10 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 
 func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
 	defer observeWorker("kill", time.Now())
+	if pod != nil {
+		// A pod being stopped is not killed for failing probes meanwhile.
+		k.prober.StopLivenessAndStartup(pod.UID)
+	}
 	if err := k.runtime.KillPod(ctx, pod, st, grace); err != nil {
 		return fmt.Errorf("kill pod: %w", err)
 	}
@@ -95,6 +100,7 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, st *contai
 		// Housekeeping retries it as an orphan.
 		klog.ErrorS(err, "Failed to remove pod cgroup", "podUID", st.ID)
 	}
+	k.prober.RemovePod(st.ID)
 	k.statuses.Delete(st.ID)
 	k.setWaiting(st.ID, nil)
 	metrics.PodStarts.Forget(st.ID)
@@ -125,6 +131,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		HostIPs:     k.hostIPs,
 		Now:         time.Now(),
 		Terminating: terminating,
+		Probes:      k.prober,
 	})
 	k.applyFailure(pod.UID, &s)
 	k.statuses.Set(pod.UID, s)

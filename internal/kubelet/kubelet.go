@@ -33,6 +33,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podsource/file"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
+	"github.com/skiff-sh/skiff/internal/prober"
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
@@ -66,6 +67,7 @@ type Kubelet struct {
 	local    *admission.Local // node-local admission checks
 	cgroups  *cm.Manager
 	logsDir  string // podLogsDir: /var/log/pods
+	prober   *prober.Manager
 
 	// Cluster mode only; nil when standalone.
 	client    kubernetes.Interface
@@ -171,6 +173,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if k.client != nil {
 		rc.PullSecrets = k.pullSecrets
 	}
+	k.prober = prober.New(ctx, prober.Config{Runtime: client.Runtime, Statuses: k.statuses, Recorder: k.recorder})
+	rc.StartupDone = k.prober.StartupDone
+	rc.Unhealthy = func(id string) (string, bool) {
+		kind, failed := k.prober.Unhealthy(id)
+		return strings.ToLower(string(kind)), failed
+	}
 	k.runtime = podruntime.New(rc)
 	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
 	k.workers = podworker.New(ctx, podworker.Config{
@@ -180,6 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer k.workers.Wait()
+	defer k.prober.Wait()
 	spawn := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()

@@ -27,6 +27,11 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podsource.Update)
 		case e := <-k.pleg.Events():
 			klog.V(4).InfoS("PLEG event", "podUID", e.ID, "type", e.Type, "id", e.Data)
 			k.workers.Notify(e.ID)
+		case u := <-k.prober.Updates():
+			// A changed probe result changes the pod's status, or (a failed
+			// liveness or startup probe) asks for a kill: sync it now.
+			klog.V(4).InfoS("Probe result changed", "podUID", u.PodUID, "probe", u.Kind, "containerID", u.ContainerID, "result", u.Result)
+			k.workers.Notify(u.PodUID)
 		case <-housekeeping.C:
 			k.housekeeping(ctx)
 		}
@@ -119,6 +124,7 @@ func (k *Kubelet) forget(p *v1.Pod) {
 		k.statusMgr.RemovePod(p.UID)
 	}
 	k.startup.Forget(p.UID)
+	k.prober.RemovePod(p.UID)
 	k.mu.Lock()
 	if k.rejected[p.UID] {
 		k.statuses.Delete(p.UID) // no worker will
