@@ -9,7 +9,8 @@
 #   hack/containerd.sh status
 #
 # CRI endpoint: unix:///run/skiff-dev/containerd.sock
-# Images (namespace k8s.io): skiff.local/pause:3.10, skiff.local/busybox:1.35
+# Images (namespace k8s.io): skiff.local/pause:3.10, skiff.local/busybox:1.35,
+# skiff.local/grpchealth:1 (hack/grpchealth, the target of e2e grpc probes)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ LEGACY_CONFLIST=$CNI_CONF_DIR/10-skiff.conflist
 
 PAUSE_IMAGE=skiff.local/pause:3.10
 BUSYBOX_IMAGE=skiff.local/busybox:1.35
+# Bump the tag when hack/grpchealth changes: images are built only if missing.
+GRPC_IMAGE=skiff.local/grpchealth:1
 
 ctr_() { ctr --address "$SOCK" "$@"; }
 answering() { ctr_ version >/dev/null 2>&1; }
@@ -160,19 +163,23 @@ build_image() {
 	rm -f "$tar"
 }
 
-# Builds and imports the local images, unless both are already imported
-# (then neither Go nor a build cache is needed).
+# Builds and imports each local image that is not imported yet (when none
+# is missing, neither Go nor a build cache is needed).
 ensure_images() {
 	local have
 	have=$(ctr_ -n k8s.io images ls -q)
-	if grep -qxF "$PAUSE_IMAGE" <<<"$have" && grep -qxF "$BUSYBOX_IMAGE" <<<"$have"; then
-		return
-	fi
 	mkdir -p bin
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/pause ./cmd/pause
-	go build -o bin/ociimage ./hack/ociimage
-	build_image "$PAUSE_IMAGE" --add bin/pause:/pause --entrypoint /pause
-	build_image "$BUSYBOX_IMAGE" --add /bin/busybox:/bin/busybox --busybox-links --base-files --cmd sh
+	if ! grep -qxF "$PAUSE_IMAGE" <<<"$have" || ! grep -qxF "$BUSYBOX_IMAGE" <<<"$have"; then
+		CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/pause ./cmd/pause
+		go build -o bin/ociimage ./hack/ociimage
+		build_image "$PAUSE_IMAGE" --add bin/pause:/pause --entrypoint /pause
+		build_image "$BUSYBOX_IMAGE" --add /bin/busybox:/bin/busybox --busybox-links --base-files --cmd sh
+	fi
+	if ! grep -qxF "$GRPC_IMAGE" <<<"$have"; then
+		CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/grpchealth ./hack/grpchealth
+		go build -o bin/ociimage ./hack/ociimage
+		build_image "$GRPC_IMAGE" --add bin/grpchealth:/grpchealth --entrypoint /grpchealth
+	fi
 }
 
 # stop_daemon stops our containerd process only: shims and containers keep

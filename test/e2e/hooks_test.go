@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Issue 4: postStart runs after the container starts and preStop before
+// it is signalled, as exec and httpGet actions; a failing postStart kills
+// the container with FailedPostStartHook and it is restarted.
+func TestLifecycleHooks(t *testing.T) {
+	cn := newClusterNode(t)
+	cn.start()
+
+	// Hook calls reach a server of the test on the node's address.
+	var mu sync.Mutex
+	var calls []string
+	l, err := net.Listen("tcp", net.JoinHostPort(cn.c.Options().AdvertiseAddress, "0"))
+	must(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.URL.Path+" "+r.UserAgent())
+		mu.Unlock()
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+	host, port, _ := net.SplitHostPort(l.Addr().String())
+
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o777))
+	dirType := v1.HostPathDirectory
+	trace := func() []string {
+		b, _ := os.ReadFile(filepath.Join(dir, "log"))
+		return strings.Fields(string(b))
+	}
+	p := busyboxPod("hooks", "echo main >> /trace/log; trap 'echo term >> /trace/log; exit 0' TERM; while true; do sleep 0.2; done")
+	p.Spec.Volumes = []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
+		PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo poststart >> /trace/log"}}},
+		PreStop:   &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo prestop >> /trace/log"}}},
+	}
+	cn.createPod(t, p)
+
+	httpHook := func(path string) *v1.LifecycleHandler {
+		return &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Host: host, Port: intstr.Parse(port), Path: path}}
+	}
+	hp := busyboxPod("hooks-http", sleeper)
+	hp.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: httpHook("/poststart"), PreStop: httpHook("/prestop")}
+	cn.createPod(t, hp)
+
+	fail := busyboxPod("hooks-fail", sleeper)
+	fail.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "exit 3"}}}}
+	cn.createPod(t, fail)
+
+	cn.waitPod(t, cn.ns, "hooks", 60*time.Second, "Ready", isReady)
+	cn.waitPod(t, cn.ns, "hooks-http", 60*time.Second, "Ready", isReady)
+	if tr := trace(); !slices.Contains(tr, "poststart") || !slices.Contains(tr, "main") {
+		t.Errorf("trace of a running pod %q: want poststart and main", tr)
+	}
+	if c := got(); !slices.Equal(c, []string{"/poststart kube-lifecycle/1.34"}) {
+		t.Errorf("hook server got %q, want the postStart call", c)
+	}
+
+	// postStart failing: the event, the kill, and a restart.
+	cn.waitPodEvent(t, "hooks-fail", "FailedPostStartHook", "PostStartHook failed", 60*time.Second)
+	cn.waitPodEvent(t, "hooks-fail", "Killing", "FailedPostStartHook", 30*time.Second)
+	cn.waitPod(t, cn.ns, "hooks-fail", 60*time.Second, "restarted", func(p *v1.Pod) bool {
+		return mainStatus(p).RestartCount >= 1
+	})
+
+	// preStop: before the container gets its SIGTERM.
+	for _, name := range []string{"hooks", "hooks-http"} {
+		must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), name, metav1.DeleteOptions{}))
+	}
+	for _, name := range []string{"hooks", "hooks-http"} {
+		waitFor(t, 60*time.Second, "pod "+name+" gone", func() (bool, error) {
+			_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+	tr := trace()
+	pre, term := slices.Index(tr, "prestop"), slices.Index(tr, "term")
+	if pre < 0 || term < 0 || pre > term {
+		t.Errorf("trace %q: want prestop before term", tr)
+	}
+	if c := got(); !slices.Equal(c, []string{"/poststart kube-lifecycle/1.34", "/prestop kube-lifecycle/1.34"}) {
+		t.Errorf("hook server got %q, want postStart then preStop", c)
+	}
+	if evs := cn.podEvents(t, "hooks"); hasEvent(evs, "FailedPreStopHook", "") || hasEvent(evs, "FailedPostStartHook", "") {
+		t.Errorf("hooks that succeeded reported failures: %s", fmt.Sprint(eventLines(evs)))
+	}
+}
