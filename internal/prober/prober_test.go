@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 type fakeStatuses struct {
@@ -186,6 +188,40 @@ func TestReadinessThresholds(t *testing.T) {
 	if n := f.exec.count("ready"); n != len(steps) {
 		t.Errorf("%d probes, want %d", n, len(steps))
 	}
+	// Every probe run is counted by result; the pod's series go with it.
+	for result, want := range map[string]float64{"successful": 3, "failed": 3} {
+		if got := probeCount(t, "uid-1", result); got != want {
+			t.Errorf("prober_probe_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	metrics.ForgetPodProbes("ns", "p", "uid-1")
+	if got := probeCount(t, "uid-1", "successful"); got != 0 {
+		t.Errorf("series left after ForgetPodProbes: %v", got)
+	}
+}
+
+// probeCount reads prober_probe_total of a pod's readiness probe.
+func probeCount(t *testing.T, uid, result string) float64 {
+	t.Helper()
+	families, err := metrics.ProbeRegistry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "prober_probe_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["pod_uid"] == uid && labels["result"] == result && labels["probe_type"] == "Readiness" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestStartupGatesLiveness(t *testing.T) {

@@ -156,7 +156,7 @@ func TestReadinessProbe(t *testing.T) {
 
 // Issue 4: httpGet, tcpSocket and grpc probes, each against a real server
 // in the container, pass against what is served and fail otherwise with
-// upstream's messages.
+// upstream's messages; an exec probe that outlives its timeout fails.
 func TestProbeHandlers(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
@@ -185,6 +185,9 @@ func TestProbeHandlers(t *testing.T) {
 	}
 	grpcPod("grpc-ok", "")
 	grpcPod("grpc-down", "down")
+	slow := busyboxPod("exec-timeout", sleeper)
+	slow.Spec.Containers[0].ReadinessProbe = probe(execHandler("sleep", "5")) // timeoutSeconds 1
+	cn.createPod(t, slow)
 
 	for _, name := range []string{"http-ok", "tcp-ok", "grpc-ok"} {
 		cn.waitPod(t, cn.ns, name, 60*time.Second, "Ready", isReady)
@@ -193,6 +196,7 @@ func TestProbeHandlers(t *testing.T) {
 		{"http-missing", "Readiness probe failed: HTTP probe failed with statuscode: 404"},
 		{"tcp-closed", "connection refused"},
 		{"grpc-down", `Readiness probe failed: service unhealthy (responded with "NOT_SERVING")`},
+		{"exec-timeout", `Readiness probe failed: command "sleep 5" timed out`},
 	} {
 		cn.waitPodEvent(t, bad.pod, "Unhealthy", bad.msg, 60*time.Second)
 		p := cn.getPod(t, bad.pod)
