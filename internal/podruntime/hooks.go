@@ -123,6 +123,9 @@ func (m *Manager) postStart(ctx context.Context, s *podSync, c *v1.Container, id
 	if err == nil {
 		return true
 	}
+	if ctx.Err() != nil {
+		return false // the pod is being stopped: that kills the container
+	}
 	klog.ErrorS(err, "Failed to execute PostStartHook", "pod", klog.KObj(s.pod), "podUID", s.pod.UID, "containerName", c.Name, "containerID", id)
 	// The message stays out of the event: it may hold secrets.
 	m.event(s.pod, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")

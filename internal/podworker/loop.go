@@ -1,6 +1,7 @@
 package podworker
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -50,11 +51,16 @@ func (w *Workers) run(wk *worker) {
 			logger.Error(err, "Pod status is not available, will retry")
 			next = w.cfg.ErrorBackOff
 		case phase == Syncing:
-			terminal, requeue, err := w.cfg.Handler.SyncPod(ctx, pod, st)
+			sctx := w.beginSync(ctx, wk)
+			terminal, requeue, err := w.cfg.Handler.SyncPod(sctx, pod, st)
+			cut := sctx.Err() != nil && ctx.Err() == nil
+			w.endSync(wk)
 			switch {
 			case terminal:
 				w.setPhase(wk, Syncing, Terminating)
 				next = 0
+			case cut:
+				next = 0 // cut short: the pod is terminating
 			case err != nil:
 				logger.Error(err, "Sync of pod failed, will retry")
 				next = w.cfg.ErrorBackOff
@@ -89,6 +95,28 @@ func (w *Workers) run(wk *worker) {
 		if next >= 0 {
 			timer.Reset(next)
 		}
+	}
+}
+
+// beginSync returns the context of a SyncPod, which ends when the pod
+// must stop (Terminate, Remove) or ctx ends.
+func (w *Workers) beginSync(ctx context.Context, wk *worker) context.Context {
+	sctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wk.cancelSync = cancel
+	if wk.phase != Syncing {
+		cancel() // it changed since the loop read it
+	}
+	return sctx
+}
+
+func (w *Workers) endSync(wk *worker) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wk.cancelSync != nil {
+		wk.cancelSync()
+		wk.cancelSync = nil
 	}
 }
 

@@ -11,6 +11,9 @@
 // still shutting down waits for it, so a replaced static pod never runs
 // twice at once.
 //
+// A sync in progress is cut short (its context cancelled) as soon as the
+// pod must stop, so a pod stuck in, say, a postStart hook can be deleted.
+//
 // Every sync first waits for a runtime status newer than the previous sync,
 // so a worker never acts on state older than its own last actions, and the
 // first sync of a pod after Skiff's restart sees what already runs.
@@ -78,6 +81,10 @@ type worker struct {
 	wake     chan struct{}
 	done     chan struct{} // closed when the goroutine ends
 	previous *worker       // a pod of the same full name still shutting down
+
+	// cancelSync ends the SyncPod in progress, if any: a pod that must stop
+	// does not wait for a sync stuck in, say, a postStart hook.
+	cancelSync context.CancelFunc
 }
 
 // New returns Workers; their goroutines live until ctx ends.
@@ -121,11 +128,7 @@ func (w *Workers) Remove(ref cri.PodRef, grace *int64) {
 		wk = w.startLocked(ref, nil, nil)
 	}
 	wk.removed = true
-	if wk.phase == Syncing {
-		wk.phase = Terminating
-		wk.grace = grace
-	}
-	wk.poke()
+	wk.terminateLocked(grace)
 }
 
 // Terminate stops a pod that is still wanted but must not run any more
@@ -139,9 +142,18 @@ func (w *Workers) Terminate(pod *v1.Pod, grace *int64) {
 		return
 	}
 	wk.pod = pod
+	wk.terminateLocked(grace)
+}
+
+// terminateLocked moves a syncing pod to terminating, cutting short the
+// sync in progress, and wakes its goroutine.
+func (wk *worker) terminateLocked(grace *int64) {
 	if wk.phase == Syncing {
 		wk.phase = Terminating
 		wk.grace = grace
+		if wk.cancelSync != nil {
+			wk.cancelSync()
+		}
 	}
 	wk.poke()
 }

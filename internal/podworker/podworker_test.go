@@ -45,15 +45,19 @@ type fakeHandler struct {
 
 	mu          sync.Mutex
 	sync        func(pod *v1.Pod) (bool, time.Duration, error)
+	syncCtx     func(ctx context.Context) // runs first, with SyncPod's context
 	terminating func(pod *v1.Pod) error
 	terminated  func(pod *v1.Pod) error
 }
 
-func (h *fakeHandler) SyncPod(_ context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
+func (h *fakeHandler) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
 	h.calls <- call{kind: syncPod, pod: pod, st: st, at: time.Now()}
 	h.mu.Lock()
-	f := h.sync
+	f, fc := h.sync, h.syncCtx
 	h.mu.Unlock()
+	if fc != nil {
+		fc(ctx)
+	}
 	if f != nil {
 		return f(pod)
 	}
@@ -338,6 +342,30 @@ func TestRemoveTerminatesThenCleansUp(t *testing.T) {
 		t.Fatal("Phase of a forgotten pod: ok = true")
 	}
 	f.expectNone()
+}
+
+// A sync stuck (in a postStart hook, say) ends when the pod must stop, so
+// its termination does not wait for it.
+func TestTerminateCancelsSyncInProgress(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		f := newFixture(t, nil)
+		f.relistContinuously()
+		stuck := make(chan struct{})
+		f.h.syncCtx = func(ctx context.Context) { close(stuck); <-ctx.Done() }
+		p := newPod("a", "web")
+		f.w.Update(p)
+		f.expect(syncPod, "a")
+		<-stuck
+		f.h.mu.Lock()
+		f.h.syncCtx = nil
+		f.h.mu.Unlock()
+		if remove {
+			f.w.Remove(ref(p), nil)
+		} else {
+			f.w.Terminate(p, nil)
+		}
+		f.expect(terminating, "a")
+	}
 }
 
 func TestRemoveOrphan(t *testing.T) {
