@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Issue 4: postStart runs after the container starts and preStop before
@@ -69,6 +70,11 @@ func TestLifecycleHooks(t *testing.T) {
 	hp.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: httpHook("/poststart"), PreStop: httpHook("/prestop")}
 	cn.createPod(t, hp)
 
+	// A postStart that never ends does not keep the pod from being deleted.
+	stuck := busyboxPod("hooks-stuck", sleeper)
+	stuck.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sleep", "3600"}}}}
+	stuckUID := string(cn.createPod(t, stuck).UID)
+
 	fail := busyboxPod("hooks-fail", sleeper)
 	fail.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "exit 3"}}}}
 	cn.createPod(t, fail)
@@ -90,10 +96,19 @@ func TestLifecycleHooks(t *testing.T) {
 	})
 
 	// preStop: before the container gets its SIGTERM.
-	for _, name := range []string{"hooks", "hooks-http"} {
+	waitFor(t, 30*time.Second, "hooks-stuck's container running its postStart", func() (bool, error) {
+		for _, c := range containersOf(t, stuckUID) {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	deleted := []string{"hooks", "hooks-http", "hooks-stuck"}
+	for _, name := range deleted {
 		must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), name, metav1.DeleteOptions{}))
 	}
-	for _, name := range []string{"hooks", "hooks-http"} {
+	for _, name := range deleted {
 		waitFor(t, 60*time.Second, "pod "+name+" gone", func() (bool, error) {
 			_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
