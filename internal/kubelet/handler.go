@@ -26,6 +26,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	}
 	defer observeWorker(op, time.Now())
 	untilDeadline := k.checkActiveDeadline(pod, time.Now())
+	// Probe workers first, so that no status says ready unprobed (a
+	// terminal pod's workers end at once).
+	k.prober.AddPod(pod)
 	s := k.computeStatus(pod, st, false)
 	if k.client != nil && IsStaticPod(pod) {
 		if err := k.syncMirrorPod(ctx, pod); err != nil {
@@ -36,7 +39,6 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
-	k.prober.AddPod(pod)
 	k.startup.SyncStarted(pod.UID)
 	began := time.Now()
 	vols, err := k.volumes.SetUp(ctx, pod)
