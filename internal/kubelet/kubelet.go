@@ -187,8 +187,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer k.prober.Wait() // after the pod workers, which add probes
 	defer k.workers.Wait()
-	defer k.prober.Wait()
 	spawn := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
