@@ -144,3 +144,24 @@ func TestKillPodStopsSidecarsLastInReverseOrder(t *testing.T) {
 		}
 	}
 }
+
+// A sidecar that fails its liveness probe is killed and restarted even in
+// a pod that never restarts containers.
+func TestUnhealthySidecarIsRestarted(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyNever, sidecar("side"))
+	ev, _ := withEvents(f)
+	f.sync()
+	first := f.status().FindContainer("side")
+	f.m.cfg.Unhealthy = func(id string) (string, bool) { return "liveness", id == first.ID }
+	f.sync()
+	now := f.status().FindContainer("side")
+	if now.ID == first.ID || now.State != container.StateRunning || now.RestartCount != 1 {
+		t.Fatalf("sidecar after a failed liveness probe: %+v", now)
+	}
+	if !running(f.status(), "app") {
+		t.Error("the app container must keep running")
+	}
+	if !ev.has("Killing: Container side failed liveness probe, will be restarted") {
+		t.Errorf("events %q", ev.events)
+	}
+}
