@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -221,4 +222,37 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A container failing its liveness probe again and again ends in
+// CrashLoopBackOff, as a crashing one does.
+func TestRepeatedLivenessFailuresBackOff(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	f.sync()
+	unhealthy := ""
+	f.m.cfg.Unhealthy = func(id string) (string, bool) { return "liveness", id == unhealthy }
+	fail := func() SyncResult {
+		unhealthy = f.status().FindContainer("app").ID
+		return f.sync()
+	}
+	for i := 1; i <= 2; i++ { // the first kills restart at once
+		if res := fail(); res.Waiting["app"] != nil {
+			t.Fatalf("kill %d: waiting %+v", i, res.Waiting["app"])
+		}
+		if now := f.status().FindContainer("app"); now.State != container.StateRunning || now.RestartCount != i {
+			t.Fatalf("after kill %d: %+v", i, now)
+		}
+	}
+	res := fail() // the attempt before ended moments ago
+	if w := res.Waiting["app"]; w == nil || w.Reason != ReasonCrashLoopBackOff {
+		t.Fatalf("third kill: waiting %+v, want CrashLoopBackOff", w)
+	}
+	if now := f.status().FindContainer("app"); now.State != container.StateExited {
+		t.Fatalf("third kill restarted at once: %+v", now)
+	}
+	f.clock.Step(backOffInitial + time.Second)
+	f.sync()
+	if now := f.status().FindContainer("app"); now.State != container.StateRunning || now.RestartCount != 3 {
+		t.Fatalf("after the back-off: %+v", now)
+	}
 }

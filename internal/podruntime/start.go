@@ -23,20 +23,8 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	restartCount := 0
 	if prev != nil {
 		restartCount = prev.RestartCount + 1
-		if prev.State != container.StateRunning {
-			key := backOffKey(pod, c)
-			ended := prev.FinishedAt
-			if ended.IsZero() {
-				ended = prev.CreatedAt
-			}
-			if m.crashBackOff.IsInBackOffSince(key, ended) {
-				delay := m.crashBackOff.Get(key)
-				msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID)
-				m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
-				s.res.wait(c.Name, &ContainerError{ReasonCrashLoopBackOff, msg}, delay-time.Since(ended))
-				return false
-			}
-			m.crashBackOff.Next(key, ended)
+		if prev.State != container.StateRunning && m.backingOff(s, c, prev) {
+			return false
 		}
 	}
 	began := time.Now()
@@ -88,6 +76,27 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	}
 	klog.V(2).InfoS("Started container", "pod", klog.KObj(pod), "container", c.Name, "id", id, "restartCount", restartCount)
 	return true
+}
+
+// backingOff reports whether c, whose attempt exited ended, must wait for
+// its crash back-off before it runs again, and records why it waits. If
+// not, the back-off grows for the next time.
+func (m *Manager) backingOff(s *podSync, c *v1.Container, exited *container.ContainerStatus) bool {
+	pod := s.pod
+	key := backOffKey(pod, c)
+	ended := exited.FinishedAt
+	if ended.IsZero() {
+		ended = exited.CreatedAt
+	}
+	if m.crashBackOff.IsInBackOffSince(key, ended) {
+		delay := m.crashBackOff.Get(key)
+		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID)
+		m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
+		s.res.wait(c.Name, &ContainerError{ReasonCrashLoopBackOff, msg}, delay-time.Since(ended))
+		return true
+	}
+	m.crashBackOff.Next(key, ended)
+	return false
 }
 
 // backOffKey identifies a container's crash back-off, as upstream does.

@@ -229,8 +229,9 @@ func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Contai
 
 // restartUnhealthy kills a running container that failed its liveness or
 // startup probe and, unless the pod never restarts containers, starts it
-// again at once, as upstream: the back-off applies to crashes, not to
-// kills. It returns whether it acted.
+// again, as upstream: at once, unless the attempt before it ended within
+// its crash back-off (a container failing its probes again and again ends
+// in CrashLoopBackOff). It returns whether it acted.
 func (m *Manager) restartUnhealthy(ctx context.Context, s *podSync, c *v1.Container, cs *container.ContainerStatus) bool {
 	if m.cfg.Unhealthy == nil {
 		return false
@@ -249,9 +250,13 @@ func (m *Manager) restartUnhealthy(ctx context.Context, s *podSync, c *v1.Contai
 		return true
 	}
 	s.res.Started = true // the status the sync began with is stale
-	if restart {
-		m.startContainer(ctx, s, c, cs)
+	if !restart {
+		return true
 	}
+	if older := s.status.Instances(c.Name); len(older) > 1 && older[1].State == container.StateExited && m.backingOff(s, c, older[1]) {
+		return true // the next sync restarts it once the back-off is over
+	}
+	m.startContainer(ctx, s, c, cs)
 	return true
 }
 
