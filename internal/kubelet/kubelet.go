@@ -189,6 +189,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer wg.Wait()
 	defer k.prober.Wait() // after the pod workers, which add probes
 	defer k.workers.Wait()
+	// An early return (a start-up error below) must end what was spawned
+	// before the waits above, or they wait forever.
+	defer cancel()
 	spawn := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
