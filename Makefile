@@ -47,7 +47,7 @@ test: runtime tools
 e2e: runtime tools
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
-	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock $(E2E_LOCK) go test -tags e2e -count=1 -p 1 -timeout 60m -run '$(RUN)' ./test/cluster/... ./test/e2e/...
+	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) go test -tags e2e -count=1 -p 1 -timeout 60m -run '$(RUN)' ./test/cluster/... ./test/e2e/...
 
 # Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
 # results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 1.
@@ -56,7 +56,7 @@ bench: runtime tools build
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
 	go build -o bin/skiffbench ./bench/cmd/skiffbench
-	SKIFF_E2E_LOCK_HELD=1 flock $(E2E_LOCK) bin/skiffbench $(BENCH_FLAGS)
+	SKIFF_E2E_LOCK_HELD=1 flock -o $(E2E_LOCK) bin/skiffbench $(BENCH_FLAGS)
 
 up: runtime tools build
 	hack/cluster.sh up --api-port 6443
