@@ -23,6 +23,11 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+	// The Node may be an earlier test's, Ready still: wait for this
+	// Skiff's status, which names its own API port.
+	waitFor(t, 30*time.Second, "the node status of this Skiff", func() (bool, error) {
+		return int(cn.getNode(t).Status.DaemonEndpoints.KubeletEndpoint.Port) == cn.apiPort, nil
+	})
 	n := cn.getNode(t)
 
 	for k, want := range map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"} {
@@ -56,9 +61,6 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 	if !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://1.") || info.KubeletVersion == "" ||
 		info.BootID == "" || info.KernelVersion == "" || info.OSImage == "" || info.Architecture != "amd64" {
 		t.Errorf("nodeInfo: %+v", info)
-	}
-	if p := n.Status.DaemonEndpoints.KubeletEndpoint.Port; int(p) != cn.apiPort {
-		t.Errorf("kubelet endpoint port %d, want the configured port %d", p, cn.apiPort)
 	}
 	for _, typ := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
 		found := false

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -122,8 +123,19 @@ func TestKubeletAPIAuth(t *testing.T) {
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
-	// The self-signed serving certificate is what the port presents.
+	// The self-signed serving certificate is what the port presents. (The
+	// Node may still be Ready from an earlier test: wait for this Skiff.)
 	certFile := filepath.Join(cn.root, "pki", "kubelet.crt")
+	waitFor(t, 30*time.Second, "the kubelet API serving", func() (bool, error) {
+		if _, err := os.Stat(certFile); err != nil {
+			return false, nil
+		}
+		c, err := tls.Dial("tcp", strings.TrimPrefix(cn.kubeletURL(t, ""), "https://"), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return false, nil
+		}
+		return true, c.Close()
+	})
 	served := readCert(t, certFile)
 	conn, err := tls.Dial("tcp", strings.TrimPrefix(cn.kubeletURL(t, ""), "https://"), &tls.Config{InsecureSkipVerify: true})
 	must(t, err)
