@@ -75,14 +75,20 @@ func (s *streamer) pod(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
 func (s *streamer) containerID(w http.ResponseWriter, r *http.Request, pod *v1.Pod) (string, bool) {
 	id, err := s.host.ContainerID(r.Context(), pod, r.PathValue("container"))
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrNotFound) {
-			code = http.StatusNotFound
-		}
-		http.Error(w, err.Error(), code)
+		writeLookupError(w, err)
 		return "", false
 	}
 	return id, true
+}
+
+// writeLookupError answers a failed container or sandbox lookup: 404 for
+// ErrNotFound, else 500.
+func writeLookupError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if errors.Is(err, ErrNotFound) {
+		code = http.StatusNotFound
+	}
+	http.Error(w, err.Error(), code)
 }
 
 func (s *streamer) exec(w http.ResponseWriter, r *http.Request) {
@@ -155,11 +161,7 @@ func (s *streamer) portForward(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.host.SandboxID(r.Context(), pod)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrNotFound) {
-			code = http.StatusNotFound
-		}
-		http.Error(w, err.Error(), code)
+		writeLookupError(w, err)
 		return
 	}
 	resp, err := s.rt.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: id, Port: opts.Ports})
