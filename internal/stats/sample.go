@@ -98,20 +98,27 @@ func (p *Provider) Sample(ctx context.Context) error {
 		ps := &podSample{ref: ref, start: time.Unix(0, sb.CreatedAt), t: now}
 		s.pods[ref.UID] = ps
 		bySandbox[sb.Id] = ps
-		info, ok := p.sbInfo[sb.Id]
-		if !ok {
-			info = p.readSandboxInfo(ctx, sb.Id)
+		// The sandbox's pid and cgroup (one verbose status call, then
+		// cached) are only needed where the runtime's stats fall short.
+		info := func() sandboxInfo {
+			i, ok := p.sbInfo[sb.Id]
+			if !ok {
+				i = p.readSandboxInfo(ctx, sb.Id)
+			}
+			seen[sb.Id] = i
+			return i
 		}
-		seen[sb.Id] = info
 		if st := sbStats[sb.Id]; st != nil && st.GetLinux().GetCpu() != nil {
 			p.fromSandboxStats(ps, st.GetLinux(), next)
 		} else {
-			p.fromCgroups(ps, info)
+			p.fromCgroups(ps, info())
 		}
 		// containerd 1.6 leaves a sandbox's network out of its stats when
 		// it cannot read the netns; the sandbox's /proc/<pid>/net/dev has it.
-		if ps.net == nil && info.pid > 0 {
-			ps.net, _ = netDev(filepath.Join(p.cfg.ProcRoot, strconv.Itoa(info.pid), "net", "dev"))
+		if ps.net == nil {
+			if i := info(); i.pid > 0 {
+				ps.net, _ = netDev(filepath.Join(p.cfg.ProcRoot, strconv.Itoa(i.pid), "net", "dev"))
+			}
 		}
 	}
 	p.sbInfo = seen
