@@ -137,6 +137,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 	})
 	k.applyFailure(pod.UID, &s)
 	k.statuses.Set(pod.UID, s)
+	k.prober.StatusStored(pod.UID)
 	if isReady(s) {
 		k.startup.Ready(pod)
 	}

@@ -185,18 +185,31 @@ func (m *Manager) Started(uid types.UID, name, containerID string) bool {
 }
 
 // Ready reports whether a running, started container is ready: its
-// readiness probe succeeded, or it has none. A container not ready yet
-// gets probed now rather than at its next tick.
+// readiness probe succeeded, or it has none.
 func (m *Manager) Ready(uid types.UID, name, containerID string) bool {
 	if r, ok := m.readiness.get(containerID); ok && r == Success {
 		return true
 	}
-	w := m.worker(uid, name, Readiness)
-	if w == nil {
-		return true
+	return m.worker(uid, name, Readiness) == nil
+}
+
+// StatusStored tells the pod's workers that a new status of the pod is
+// readable from the StatusSource. Workers that have not probed the
+// container it shows yet, and readiness workers not ready, probe now rather
+// than at their next tick: a container that just started is probed at
+// once, not a period later. Calling it before the status is stored would
+// let a worker read the previous one and wait out its period.
+func (m *Manager) StatusStored(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if k.uid != uid {
+			continue
+		}
+		if !w.probedCurrent.Load() || (k.kind == Readiness && !w.succeeded.Load()) {
+			w.poke()
+		}
 	}
-	w.poke()
-	return false
 }
 
 // StartupDone reports whether the startup probe of the container

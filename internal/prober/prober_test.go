@@ -363,7 +363,7 @@ func TestManagerLifecycle(t *testing.T) {
 		t.Fatal("a container without readiness/startup probes must be ready and started")
 	}
 	exec.setExit("ready", 0)
-	m.Ready("u", "app", "c1") // pokes the worker
+	m.StatusStored("u") // pokes the worker
 	deadline := time.After(5 * time.Second)
 	for got := false; !got; {
 		select {
@@ -401,5 +401,47 @@ func TestManagerLifecycle(t *testing.T) {
 	close(done)
 	if _, ok := m.readiness.get("c1"); ok {
 		t.Error("a removed worker's result was kept")
+	}
+}
+
+// A readiness worker started before its container exists probes the
+// container as soon as a status showing it running is stored, not a period
+// (here an hour) later; a status stored again once it is ready probes
+// nothing more.
+func TestFirstProbeWhenStatusStored(t *testing.T) {
+	probe := execProbe("ready", 1)
+	probe.PeriodSeconds = 3600
+	c := v1.Container{Name: "app", ReadinessProbe: probe}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
+	exec := &fakeExec{exit: map[string]int{}, calls: map[string]int{}}
+	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	m.start = time.Time{} // no start-up spreading
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
+	statuses.set("u", v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}})
+	m.AddPod(pod)
+	m.StatusStored("u") // nothing to probe yet: the worker goes back to its tick
+
+	time.Sleep(50 * time.Millisecond)
+	started := true
+	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
+		Name: "app", ContainerID: "containerd://c1", Started: &started,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}})
+	m.StatusStored("u")
+	deadline := time.After(5 * time.Second)
+	for ready := false; !ready; {
+		select {
+		case u := <-m.Updates():
+			ready = u.Kind == Readiness && u.Result == Success
+		case <-deadline:
+			t.Fatalf("no readiness Success within 5 s of the running status (probe runs: %d)", exec.count("ready"))
+		}
+	}
+	m.StatusStored("u")
+	time.Sleep(100 * time.Millisecond)
+	if n := exec.count("ready"); n != 1 {
+		t.Errorf("probe ran %d times, want once: a ready container waits for its period", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,11 @@ type worker struct {
 	trigger chan struct{} // a probe now, not at the next tick
 	cancel  context.CancelFunc
 	target  metrics.ProbeTarget
+
+	// probedCurrent says whether the container the worker follows has been
+	// probed yet, succeeded whether its result is Success; the Manager reads
+	// them to decide whom to poke.
+	probedCurrent, succeeded atomic.Bool
 
 	// Owned by the goroutine.
 	containerID string
@@ -96,13 +102,14 @@ func (w *worker) probe(ctx context.Context) bool {
 		}
 		w.containerID, w.onHold = id, false
 		w.last, w.streak = Unknown, 0
-		w.results.set(ctx, w.pod.UID, id, w.initial)
+		w.probedCurrent.Store(false)
+		w.record(ctx, w.initial)
 	}
 	if w.onHold {
 		return true
 	}
 	if cs.State.Running == nil {
-		w.results.set(ctx, w.pod.UID, w.containerID, Failure)
+		w.record(ctx, Failure)
 		// Stop once the container will never run again.
 		if t := cs.State.Terminated; t != nil && !w.restarts(t.ExitCode) {
 			return false
@@ -118,6 +125,7 @@ func (w *worker) probe(ctx context.Context) bool {
 	if started == (w.kind == Startup) {
 		return true
 	}
+	w.probedCurrent.Store(true)
 	began := time.Now()
 	res, err := w.m.runProbe(ctx, w.kind, w.pod, w.c, w.spec, st.PodIP, w.containerID)
 	if err != nil || ctx.Err() != nil {
@@ -139,12 +147,18 @@ func (w *worker) probe(ctx context.Context) bool {
 		(res == Success && w.streak < int(max(w.spec.SuccessThreshold, 1))) {
 		return true // not settled yet: keep the result as it is
 	}
-	w.results.set(ctx, w.pod.UID, w.containerID, res)
+	w.record(ctx, res)
 	if res == Failure && w.kind != Readiness {
 		// The container gets killed and restarted: no more probes of it.
 		w.onHold, w.streak = true, 0
 	}
 	return true
+}
+
+// record sets the result of the container the worker follows.
+func (w *worker) record(ctx context.Context, res Result) {
+	w.succeeded.Store(res == Success)
+	w.results.set(ctx, w.pod.UID, w.containerID, res)
 }
 
 // status finds the container's status in the pod's.
