@@ -36,10 +36,11 @@ type Provider struct {
 	host host
 	now  func() time.Time
 
-	sampleMu   sync.Mutex // one sample at a time
-	sbInfo     map[string]sandboxInfo
-	prev       map[string]cpuPoint // last CPU readings, for rates
-	sbStatsOff time.Time           // ListPodSandboxStats failed: skip it until then
+	sampleMu     sync.Mutex // one sample at a time
+	sbInfo       map[string]sandboxInfo
+	prev         map[string]cpuPoint // last CPU readings, for rates
+	sbStatsOff   time.Time           // ListPodSandboxStats failed: skip it until then
+	sbStatsRetry time.Duration       // the last wait after a failure, 0 after a success
 
 	mu   sync.RWMutex
 	snap *snapshot

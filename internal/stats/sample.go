@@ -51,9 +51,15 @@ type sandboxInfo struct {
 	cgroupPath string
 }
 
-// sandboxStatsRetry is how long to leave ListPodSandboxStats alone after it
-// failed. containerd 1.6 fails it for sandboxes without a cgroup parent.
-const sandboxStatsRetry = 10 * time.Minute
+// After ListPodSandboxStats fails, it is left alone for a while, doubling
+// from sandboxStatsRetryMin to sandboxStatsRetryMax while it keeps failing:
+// containerd 1.6 always fails it for sandboxes without a cgroup parent, but
+// a sandbox removed during the call fails it once, and that should not cost
+// minutes of runtime stats.
+const (
+	sandboxStatsRetryMin = 30 * time.Second
+	sandboxStatsRetryMax = 10 * time.Minute
+)
 
 // Sample reads the node and every running pod once.
 func (p *Provider) Sample(ctx context.Context) error {
@@ -155,10 +161,12 @@ func (p *Provider) sandboxStats(ctx context.Context) map[string]*runtimeapi.PodS
 	}
 	list, err := p.cfg.Runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
 	if err != nil {
-		klog.V(2).InfoS("Runtime gives no pod sandbox stats; reading pod cgroups instead", "err", err, "retryIn", sandboxStatsRetry)
-		p.sbStatsOff = p.now().Add(sandboxStatsRetry)
+		p.sbStatsRetry = min(max(2*p.sbStatsRetry, sandboxStatsRetryMin), sandboxStatsRetryMax)
+		klog.V(2).InfoS("Runtime gives no pod sandbox stats; reading pod cgroups instead", "err", err, "retryIn", p.sbStatsRetry)
+		p.sbStatsOff = p.now().Add(p.sbStatsRetry)
 		return nil
 	}
+	p.sbStatsRetry = 0
 	out := make(map[string]*runtimeapi.PodSandboxStats, len(list))
 	for _, s := range list {
 		out[s.GetAttributes().GetId()] = s

@@ -275,3 +275,44 @@ func TestResourceMetrics(t *testing.T) {
 		t.Errorf("a failed scrape must say so:\n%s", rec.Body.String())
 	}
 }
+
+// A failed ListPodSandboxStats is left alone for 30 s, then for twice as
+// long each time it fails again; one success makes it tried on every
+// sample once more.
+func TestSandboxStatsRetryBackOff(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	calls := func() int {
+		n := 0
+		for _, c := range f.rt.GetCalls() {
+			if c == "ListPodSandboxStats" {
+				n++
+			}
+		}
+		return n
+	}
+	sampleAt := func(after time.Duration, wantCalls int) {
+		t.Helper()
+		f.now = f.now.Add(after)
+		if err := f.p.Sample(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(); got != wantCalls {
+			t.Fatalf("after %v more: ListPodSandboxStats called %d times, want %d", after, got, wantCalls)
+		}
+	}
+	fail := func() { f.rt.InjectError("ListPodSandboxStats", errors.New("sandbox sb9 not found")) }
+
+	fail()
+	sampleAt(0, 1)              // fails: left alone for 30 s
+	sampleAt(20*time.Second, 1) // skipped
+	fail()
+	sampleAt(11*time.Second, 2) // tried again, fails: 60 s now
+	sampleAt(50*time.Second, 2) // skipped
+	sampleAt(11*time.Second, 3) // tried again, succeeds
+	sampleAt(time.Second, 4)    // and every sample after a success
+	fail()
+	sampleAt(time.Second, 5) // a new failure starts over at 30 s
+	sampleAt(29*time.Second, 5)
+	sampleAt(2*time.Second, 6)
+}
