@@ -9,6 +9,7 @@ package prober
 
 import (
 	"context"
+	goruntime "runtime"
 	"sync"
 	"time"
 
@@ -36,6 +37,11 @@ type Config struct {
 	Runtime  probe.Execer // runs exec probes (CRI ExecSync)
 	Statuses StatusSource
 	Recorder Recorder // nil: no events
+	// ExecSlots caps how many exec probes run at once; 0 is two per CPU.
+	// Each one is a runc exec: a batch of containers starting together
+	// would otherwise start as many at once, and on a small node they
+	// thrash each other and the starting containers until they time out.
+	ExecSlots int
 }
 
 // Manager owns the probe workers and their results.
@@ -44,6 +50,7 @@ type Manager struct {
 	ctx   context.Context // parent of every worker's context
 	start time.Time
 	http  *probe.HTTPProber
+	execs chan struct{} // one token per exec probe running
 
 	liveness, readiness, startup *results
 	updates                      chan Update
@@ -62,7 +69,11 @@ type workerKey struct {
 // New returns a Manager whose workers live until ctx ends at the latest.
 func New(ctx context.Context, cfg Config) *Manager {
 	updates := make(chan Update, 32)
+	if cfg.ExecSlots <= 0 {
+		cfg.ExecSlots = 2 * goruntime.NumCPU()
+	}
 	return &Manager{
+		execs:     make(chan struct{}, cfg.ExecSlots),
 		cfg:       cfg,
 		ctx:       ctx,
 		start:     time.Now(),

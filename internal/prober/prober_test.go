@@ -16,6 +16,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
+	"github.com/skiff-sh/skiff/internal/probe"
 )
 
 type fakeStatuses struct {
@@ -443,5 +444,65 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := exec.count("ready"); n != 1 {
 		t.Errorf("probe ran %d times, want once: a ready container waits for its period", n)
+	}
+}
+
+// blockingExec holds every ExecSync until released and records how many
+// ran at once.
+type blockingExec struct {
+	mu            sync.Mutex
+	running, peak int
+	release       chan struct{}
+}
+
+func (b *blockingExec) ExecSync(ctx context.Context, _ string, _ []string, _ time.Duration) ([]byte, []byte, error) {
+	b.mu.Lock()
+	b.running++
+	b.peak = max(b.peak, b.running)
+	b.mu.Unlock()
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	b.running--
+	b.mu.Unlock()
+	return nil, nil, nil
+}
+
+// Exec probes of many containers run at most ExecSlots at a time; the
+// rest wait their turn and still run.
+func TestExecProbesCapped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exec := &blockingExec{release: make(chan struct{})}
+	m := New(ctx, Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &v1.Container{Name: "app"}
+			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i)); err != nil || res != probe.Success {
+				t.Errorf("check: %v %v", res, err)
+			}
+		}()
+	}
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitUntil("three probes running", func() bool { exec.mu.Lock(); defer exec.mu.Unlock(); return exec.running == 3 })
+	time.Sleep(50 * time.Millisecond) // room for a fourth to sneak in, if it could
+	for range 10 {
+		exec.release <- struct{}{}
+	}
+	wg.Wait()
+	if exec.peak != 3 {
+		t.Errorf("at most %d exec probes ran at once, want 3", exec.peak)
 	}
 }

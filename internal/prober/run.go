@@ -56,6 +56,12 @@ func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, po
 	h := &spec.ProbeHandler
 	switch {
 	case h.Exec != nil:
+		select {
+		case m.execs <- struct{}{}:
+			defer func() { <-m.execs }()
+		case <-ctx.Done():
+			return probe.Unknown, "", ctx.Err()
+		}
 		return probe.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
 	case h.HTTPGet != nil:
 		req, err := probe.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")
