@@ -50,7 +50,7 @@ e2e: runtime tools
 	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) go test -tags e2e -count=1 -p 1 -timeout 60m -run '$(RUN)' ./test/cluster/... ./test/e2e/...
 
 # Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
-# results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 1.
+# results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 2 -workloads a,b.
 BENCH_FLAGS ?=
 bench: runtime tools build
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd: run 'make down' first" >&2; exit 1; fi

@@ -38,7 +38,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.rounds, "rounds", 2, "rounds; each runs every workload with both kubelets, the order alternating")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds; each runs every workload with both kubelets, the order alternating from round to round (one round of all four workloads is what fits in 20 minutes on a 2-core machine)")
 	flag.IntVar(&o.small, "small", 30, "pods in the small batch (workload a)")
 	flag.IntVar(&o.large, "large", 100, "pods in the large batch (workloads b and c)")
 	flag.IntVar(&o.churn, "churn", 100, "pods in the churn loop (workload d)")
