@@ -86,7 +86,7 @@ type BootstrapConfig struct {
 	CertDir             string // <root-dir>/pki
 	NodeName            string
 	// Client overrides the client built from BootstrapKubeconfig (tests).
-	Client kubernetes.Interface
+	Client CSRClient
 }
 
 // Bootstrap obtains the node's client certificate with the bootstrap
@@ -99,11 +99,11 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) error {
 	if err != nil {
 		return fmt.Errorf("load bootstrap kubeconfig: %w", err)
 	}
-	client := cfg.Client
-	if client == nil {
-		if client, err = kubernetes.NewForConfig(brc); err != nil {
-			return fmt.Errorf("bootstrap client: %w", err)
-		}
+	var client kubernetes.Interface
+	if cfg.Client != nil {
+		client = newCSRClientset(cfg.Client)
+	} else if client, err = newCSRClientsetForConfig(brc); err != nil {
+		return fmt.Errorf("bootstrap client: %w", err)
 	}
 	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 		return fmt.Errorf("create certificate directory: %w", err)

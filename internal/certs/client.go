@@ -28,7 +28,7 @@ type ClientConfig struct {
 	NodeName            string
 	Rotate              bool // rotateCertificates
 
-	bootstrapClient kubernetes.Interface // replaces the bootstrap kubeconfig's client in tests
+	bootstrapClient CSRClient // replaces the bootstrap kubeconfig's client in tests
 }
 
 // Client is the kubelet's apiserver credentials: Config builds its
@@ -92,9 +92,9 @@ func newRotatingClient(rc *rest.Config, cfg ClientConfig) (*Client, error) {
 			if err != nil {
 				return nil, fmt.Errorf("load bootstrap kubeconfig: %w", err)
 			}
-			return kubernetes.NewForConfig(brc)
+			return newCSRClientsetForConfig(brc)
 		}
-		return kubernetes.NewForConfig(rest.CopyConfig(rotating))
+		return newCSRClientsetForConfig(rest.CopyConfig(rotating))
 	}
 	m, err := certificate.NewManager(&certificate.Config{
 		ClientsetFn: clientsetFn,

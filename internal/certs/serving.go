@@ -27,7 +27,7 @@ var errNoServingCertificate = errors.New("no serving certificate available for t
 
 // ServingConfig configures the serving certificate (serverTLSBootstrap).
 type ServingConfig struct {
-	Client   kubernetes.Interface
+	Client   CSRClient
 	NodeName string
 	CertDir  string
 	// CertFile and KeyFile (tlsCertFile, tlsPrivateKeyFile) are the
@@ -55,7 +55,7 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		return nil, fmt.Errorf("serving certificate store: %w", err)
 	}
 	m, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return cfg.Client, nil },
+		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return newCSRClientset(cfg.Client), nil },
 		GetTemplate:      func() *x509.CertificateRequest { return servingTemplate(cfg.NodeName, cfg.Addresses()) },
 		SignerName:       certificatesv1.KubeletServingSignerName,
 		GetUsages:        certificate.DefaultKubeletServingGetUsages,

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/skiff-sh/skiff/internal/kube"
 )
 
 // clientPair is a tls.Certificate for CN name signed by ca.
@@ -59,7 +60,7 @@ func TestRotatingTransportFollowsTheCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// client-go accepts it (no TLS options beside the custom transport).
-	if _, err := kubernetes.NewForConfig(rotating); err != nil {
+	if _, err := kube.NewForConfig(rotating); err != nil {
 		t.Fatalf("clientset from the rotating config: %v", err)
 	}
 	hc, err := rest.HTTPClientFor(rotating)

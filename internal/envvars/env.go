@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/skiff-sh/skiff/internal/expansion"
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -23,7 +23,7 @@ import (
 // Config configures a Builder.
 type Config struct {
 	// Client reads ConfigMaps and Secrets; nil when standalone.
-	Client kubernetes.Interface
+	Client corev1client.CoreV1Interface
 	// Services lists the cluster's Services, and ServicesSynced tells
 	// whether it has listed them once; both nil when standalone.
 	Services       ServiceLister
@@ -195,7 +195,7 @@ func (bl *build) configMap(name string, optional bool) (*v1.ConfigMap, error) {
 	if bl.b.cfg.Client == nil {
 		return nil, fmt.Errorf("couldn't get configMap %v/%v, no kubeClient defined", bl.pod.Namespace, name)
 	}
-	cm, err := bl.b.cfg.Client.CoreV1().ConfigMaps(bl.pod.Namespace).Get(bl.ctx, name, metav1.GetOptions{})
+	cm, err := bl.b.cfg.Client.ConfigMaps(bl.pod.Namespace).Get(bl.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, notFound(err, "configmap", name, optional)
 	}
@@ -210,7 +210,7 @@ func (bl *build) secret(name string, optional bool) (*v1.Secret, error) {
 	if bl.b.cfg.Client == nil {
 		return nil, fmt.Errorf("couldn't get secret %v/%v, no kubeClient defined", bl.pod.Namespace, name)
 	}
-	s, err := bl.b.cfg.Client.CoreV1().Secrets(bl.pod.Namespace).Get(bl.ctx, name, metav1.GetOptions{})
+	s, err := bl.b.cfg.Client.Secrets(bl.pod.Namespace).Get(bl.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, notFound(err, "secret", name, optional)
 	}

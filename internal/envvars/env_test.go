@@ -60,7 +60,7 @@ func newTestBuilder(synced bool) *Builder {
 			Data: map[string][]byte{"password": []byte("s3cret"), "user": []byte("admin")}},
 	)
 	return New(Config{
-		Client:         client,
+		Client:         client.CoreV1(),
 		Services:       fakeLister{svc("ns", "web", "10.0.0.3", v1.ServicePort{Port: 8080}), svc("default", "kubernetes", "10.0.0.1", v1.ServicePort{Name: "https", Port: 443})},
 		ServicesSynced: func() bool { return synced },
 		HostIPs:        []string{"192.168.1.10", "fd00::10"},

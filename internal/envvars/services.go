@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/skiff-sh/skiff/internal/kube"
 )
 
 // masterServices get variables in every pod, from the default namespace,
@@ -29,32 +31,30 @@ type ServiceLister interface {
 // ServiceWatch keeps a cache of the cluster's Services with a client-go
 // informer. Headless Services are not watched: they have no variables.
 type ServiceWatch struct {
-	factory informers.SharedInformerFactory
-	lister  corelisters.ServiceLister
-	synced  func() bool
+	informer cache.SharedIndexInformer
+	lister   corelisters.ServiceLister
 }
 
 // NewServiceWatch prepares the informer; Run starts it.
-func NewServiceWatch(client kubernetes.Interface) *ServiceWatch {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+func NewServiceWatch(client corev1client.CoreV1Interface) *ServiceWatch {
+	inf := kube.NewInformer(client.Services(metav1.NamespaceAll), &v1.Service{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
-	}))
-	svc := f.Core().V1().Services()
-	return &ServiceWatch{factory: f, lister: svc.Lister(), synced: svc.Informer().HasSynced}
+	})
+	return &ServiceWatch{informer: inf, lister: corelisters.NewServiceLister(inf.GetIndexer())}
 }
 
 // Run runs the informer until ctx ends, and waits for its goroutines.
 func (w *ServiceWatch) Run(ctx context.Context) {
-	w.factory.Start(ctx.Done())
+	wait := kube.RunInformer(ctx, w.informer)
 	<-ctx.Done()
-	w.factory.Shutdown()
+	wait()
 }
 
 // Lister lists the cached Services.
 func (w *ServiceWatch) Lister() ServiceLister { return w.lister }
 
 // HasSynced reports whether the Services were listed at least once.
-func (w *ServiceWatch) HasSynced() bool { return w.synced() }
+func (w *ServiceWatch) HasSynced() bool { return w.informer.HasSynced() }
 
 // serviceEnv returns the variables of the Services a pod of namespace ns
 // sees: the master services always, the namespace's own when links are on.

@@ -7,12 +7,12 @@ import (
 	"runtime"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/internal/certs"
+	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 )
 
@@ -29,7 +29,7 @@ type nodeInfo interface {
 // configured QPS, burst and content type, TLS-bootstrapping the
 // kubeconfig first when --bootstrap-kubeconfig asks for it. The returned
 // credentials must Run when rotateCertificates is on.
-func newClient(ctx context.Context, cfg Config) (kubernetes.Interface, *certs.Client, error) {
+func newClient(ctx context.Context, cfg Config) (kube.Interface, *certs.Client, error) {
 	kc := cfg.Kubelet
 	creds, err := certs.LoadClient(ctx, certs.ClientConfig{
 		Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
@@ -43,7 +43,7 @@ func newClient(ctx context.Context, cfg Config) (kubernetes.Interface, *certs.Cl
 	rc.Burst = int(kc.KubeAPIBurst)
 	rc.ContentType = kc.ContentType
 	rc.UserAgent = fmt.Sprintf("skiff/%s (%s/%s)", Version, runtime.GOOS, runtime.GOARCH)
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create apiserver client: %w", err)
 	}
@@ -56,12 +56,12 @@ func certDir(cfg Config) string { return filepath.Join(cfg.RootDir, "pki") }
 
 // newEventRecorder sends events to the apiserver as "kubelet" on this host,
 // rate-limited by eventRecordQPS and eventBurst.
-func newEventRecorder(ctx context.Context, client kubernetes.Interface, cfg Config) record.EventRecorder {
+func newEventRecorder(ctx context.Context, client typedcorev1.CoreV1Interface, cfg Config) record.EventRecorder {
 	kc := cfg.Kubelet
 	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(record.CorrelatorOptions{
 		QPS: float32(*kc.EventRecordQPS), BurstSize: int(kc.EventBurst),
 	}))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.Events("")})
 	go func() { <-ctx.Done(); b.Shutdown() }()
 	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 }

@@ -13,8 +13,8 @@ import (
 func (k *Kubelet) newEnv() (env *envvars.Builder, run func(context.Context)) {
 	cfg := envvars.Config{HostIPs: k.hostIPs, NodeAllocatable: k.allocatable}
 	if k.client != nil {
-		w := envvars.NewServiceWatch(k.client)
-		cfg.Client, cfg.Services, cfg.ServicesSynced = k.client, w.Lister(), w.HasSynced
+		w := envvars.NewServiceWatch(k.client.CoreV1())
+		cfg.Client, cfg.Services, cfg.ServicesSynced = k.client.CoreV1(), w.Lister(), w.HasSynced
 		run = w.Run
 	}
 	return envvars.New(cfg), run

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/admission"
@@ -24,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/images"
+	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
 	"github.com/skiff-sh/skiff/internal/pleg"
@@ -70,7 +70,7 @@ type Kubelet struct {
 	prober   *prober.Manager
 
 	// Cluster mode only; nil when standalone.
-	client    kubernetes.Interface
+	client    kube.Interface
 	statusMgr *statusmanager.Manager
 	node      nodeInfo
 	serving   *certs.Serving // serverTLSBootstrap's certificate; nil otherwise
@@ -136,15 +136,15 @@ func Run(ctx context.Context, cfg Config) error {
 		if k.client, creds, err = newClient(ctx, cfg); err != nil {
 			return err
 		}
-		k.recorder = newEventRecorder(ctx, k.client, cfg)
-		k.statusMgr = statusmanager.New(k.client, k)
+		k.recorder = newEventRecorder(ctx, k.client.CoreV1(), cfg)
+		k.statusMgr = statusmanager.New(k.client.CoreV1(), k)
 	}
 	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
 		return err
 	}
 	vc := volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable}
 	if k.client != nil {
-		vc.Tokens = payload.New(k.client, nil)
+		vc.Tokens = payload.New(k.client.CoreV1(), nil)
 	}
 	k.volumes = volume.New(vc)
 	env, runServiceWatch := k.newEnv()
@@ -212,7 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		k.sources = append(k.sources, podsource.APIServer)
 		spawn(func(ctx context.Context) {
-			apiserver.Run(ctx, apiserver.Config{Client: k.client, NodeName: cfg.NodeName}, updates)
+			apiserver.Run(ctx, apiserver.Config{Client: k.client.CoreV1(), NodeName: cfg.NodeName}, updates)
 		})
 		spawn(k.statusMgr.Run)
 	}

@@ -17,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -50,11 +51,18 @@ type HealthCheck struct {
 	Check func() error
 }
 
+// Client is what the controller calls: the Node (core/v1) and its Lease
+// (coordination/v1). client-go's clientsets satisfy it.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+}
+
 // Config configures a Controller.
 type Config struct {
 	// Client is the apiserver client; nil means standalone: no
 	// registration, status posting or lease, only Node() for admission.
-	Client   kubernetes.Interface
+	Client   Client
 	NodeName string
 	// NodeIPs is --node-ip (one address per family); empty means detect.
 	NodeIPs []string

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -149,7 +148,7 @@ type testEnv struct {
 
 // newTestController builds a Controller on a fake machine; mutate adjusts
 // the Config before New.
-func newTestController(t *testing.T, client kubernetes.Interface, mutate func(*Config)) *testEnv {
+func newTestController(t *testing.T, client Client, mutate func(*Config)) *testEnv {
 	t.Helper()
 	env := &testEnv{rt: newFakeRuntime(), clock: testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), events: &recorder{}}
 	cfg := Config{

@@ -6,13 +6,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/component-helpers/apimachinery/lease"
 )
 
 // newLeaseController renews the Lease named after the node in
 // kube-node-lease: the heartbeat the node lifecycle controller watches.
 func (c *Controller) newLeaseController() lease.Controller {
-	return lease.NewController(c.clock, c.cfg.Client, c.cfg.NodeName, c.kc.NodeLeaseDurationSeconds,
+	return lease.NewController(c.clock, leaseClientset{c: c.cfg.Client.CoordinationV1()}, c.cfg.NodeName, c.kc.NodeLeaseDurationSeconds,
 		c.cfg.OnRepeatedHeartbeatFailure, c.leaseRenew, c.cfg.NodeName, v1.NamespaceNodeLease, c.setLeaseOwner)
 }
 
@@ -35,3 +37,18 @@ func (c *Controller) setLeaseOwner(l *coordinationv1.Lease) error {
 	}}
 	return nil
 }
+
+// leaseClientset is the kubernetes.Interface that component-helpers'
+// lease.NewController takes, although it calls only CoordinationV1() on
+// it (component-helpers v0.34.4, apimachinery/lease/controller.go: the
+// Leases client is taken once, in NewController). A real clientset
+// would link every API group's client into Skiff (see package kube);
+// the embedded Interface is nil, so any other method would panic.
+// TestRunRegistersPostsStatusAndRenewsLease renews a Lease through it;
+// check controller.go again when component-helpers is upgraded.
+type leaseClientset struct {
+	kubernetes.Interface // nil: not called by the lease controller
+	c                    coordinationv1client.CoordinationV1Interface
+}
+
+func (l leaseClientset) CoordinationV1() coordinationv1client.CoordinationV1Interface { return l.c }

@@ -10,18 +10,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // patchNodeStatus sends the difference between old and updated as a
 // strategic merge patch of nodes/status (metadata changes ride along, spec
 // changes are dropped), as upstream's PatchNodeStatus does.
-func patchNodeStatus(ctx context.Context, client kubernetes.Interface, old, updated *v1.Node) (*v1.Node, error) {
+func patchNodeStatus(ctx context.Context, nodes corev1client.NodeInterface, old, updated *v1.Node) (*v1.Node, error) {
 	patch, err := nodeStatusPatch(old, updated)
 	if err != nil {
 		return nil, err
 	}
-	n, err := client.CoreV1().Nodes().Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	n, err := nodes.Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("failed to patch status %q for node %q: %w", patch, old.Name, err)
 	}

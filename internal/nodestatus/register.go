@@ -119,7 +119,7 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) bool {
 	update = reconcileDefaultLabels(node, existing) || update
 	update = reconcileHugePages(node, existing) || update
 	if update {
-		patched, err := patchNodeStatus(ctx, c.cfg.Client, original, existing)
+		patched, err := patchNodeStatus(ctx, c.cfg.Client.CoreV1().Nodes(), original, existing)
 		if err != nil {
 			logger.Error(err, "Unable to reconcile node with API server, error updating node", "node", klog.KObj(node))
 			return false

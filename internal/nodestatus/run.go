@@ -4,11 +4,14 @@ import (
 	"context"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/kube"
 )
 
 // Run registers the Node (retrying while the apiserver is unreachable),
@@ -25,13 +28,11 @@ func (c *Controller) Run(ctx context.Context) {
 	defer wg.Wait()
 	// Only this node is watched; Node() and the first try of each status
 	// update read from this cache.
-	factory := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.NodeName).String()
-		}))
-	lister := factory.Core().V1().Nodes().Lister()
-	factory.Start(ctx.Done())
-	defer factory.Shutdown() // after ctx is done: Run returns only then
+	informer := kube.NewInformer(c.cfg.Client.CoreV1().Nodes(), &v1.Node{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.cfg.NodeName).String()
+	})
+	lister := corelisters.NewNodeLister(informer.GetIndexer())
+	defer kube.RunInformer(ctx, informer)() // waits after ctx is done: Run returns only then
 	c.mu.Lock()
 	c.lister = lister
 	c.mu.Unlock()

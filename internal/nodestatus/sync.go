@@ -123,7 +123,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 // postStatus patches the status from original to node and remembers the
 // result.
 func (c *Controller) postStatus(ctx context.Context, original, node *v1.Node) error {
-	updated, err := patchNodeStatus(ctx, c.cfg.Client, original, node)
+	updated, err := patchNodeStatus(ctx, c.cfg.Client.CoreV1().Nodes(), original, node)
 	if err != nil {
 		return err
 	}

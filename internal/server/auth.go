@@ -9,13 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
@@ -42,10 +35,10 @@ var webhookRetryBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor:
 // TokenReview, anonymous requests when enabled; then AlwaysAllow or a
 // SubjectAccessReview on the node's subresource.
 type Auth struct {
-	authn    authenticator.Request
-	authz    authorizer.Authorizer
+	authn    authenticator
+	authz    authorizer
 	nodeName string
-	clientCA *dynamiccertificates.DynamicFileCAContent // nil without x509.clientCAFile
+	clientCA *clientCA // nil without x509.clientCAFile
 }
 
 // NewAuth builds the authenticator and authorizer. As upstream, webhook
@@ -54,55 +47,48 @@ type Auth struct {
 func NewAuth(cfg AuthConfig) (*Auth, error) {
 	a := &Auth{nodeName: cfg.NodeName}
 	authn := cfg.Authentication
-	dc := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous: &apiserver.AnonymousAuthConfig{Enabled: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled},
-		CacheTTL:  authn.Webhook.CacheTTL.Duration,
-	}
+	var methods []authenticator
 	if f := authn.X509.ClientCAFile; f != "" {
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", f)
+		ca, err := newClientCA(f)
 		if err != nil {
 			return nil, fmt.Errorf("authentication.x509.clientCAFile: %w", err)
 		}
 		a.clientCA = ca
-		dc.ClientCertificateCAContentProvider = ca
+		methods = append(methods, ca.authenticate)
 	}
 	if authn.Webhook.Enabled != nil && *authn.Webhook.Enabled {
 		if cfg.TokenReviews == nil {
 			return nil, errors.New("authentication.webhook.enabled needs an apiserver (--kubeconfig) for its TokenReviews: " +
 				"without one, set it to false and use x509 or anonymous authentication")
 		}
-		dc.TokenAccessReviewClient = cfg.TokenReviews
-		backoff := webhookRetryBackoff
-		dc.WebhookRetryBackoff = &backoff
+		tokens := newTokenReviewer(cfg.TokenReviews.TokenReviews(), authn.Webhook.CacheTTL.Duration, webhookRetryBackoff)
+		methods = append(methods, bearerToken(tokens), websocketToken(tokens))
 	}
-	var err error
-	if dc.ClientCertificateCAContentProvider == nil && dc.TokenAccessReviewClient == nil && !dc.Anonymous.Enabled {
+	anonymousOn := authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled
+	switch {
+	case len(methods) == 0 && anonymousOn:
+		a.authn = anonymous
+	case len(methods) == 0:
 		// Upstream starts this way too (and refuses every request).
 		klog.InfoS("Warning: no authentication method configured for the kubelet API (x509.clientCAFile, webhook or anonymous): every request gets 401")
-		a.authn = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) { return nil, false, nil })
-	} else if a.authn, _, err = dc.New(); err != nil {
-		return nil, fmt.Errorf("kubelet API authentication: %w", err)
+		a.authn = func(*http.Request) (*User, bool, error) { return nil, false, nil }
+	case anonymousOn:
+		a.authn = orAnonymous(withAuthenticatedGroup(anyOf(methods...)))
+	default:
+		a.authn = withAuthenticatedGroup(anyOf(methods...))
 	}
 
 	authz := cfg.Authorization
 	switch authz.Mode {
 	case kubeletconfig.KubeletAuthorizationModeAlwaysAllow:
-		a.authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+		a.authz = alwaysAllow
 	case kubeletconfig.KubeletAuthorizationModeWebhook:
 		if cfg.SubjectAccessReviews == nil {
 			return nil, errors.New("authorization.mode Webhook needs an apiserver (--kubeconfig) for its SubjectAccessReviews: " +
 				"without one, use AlwaysAllow")
 		}
-		backoff := webhookRetryBackoff
-		ac := authorizerfactory.DelegatingAuthorizerConfig{
-			SubjectAccessReviewClient: cfg.SubjectAccessReviews,
-			AllowCacheTTL:             authz.Webhook.CacheAuthorizedTTL.Duration,
-			DenyCacheTTL:              authz.Webhook.CacheUnauthorizedTTL.Duration,
-			WebhookRetryBackoff:       &backoff,
-		}
-		if a.authz, err = ac.New(); err != nil {
-			return nil, fmt.Errorf("kubelet API authorization: %w", err)
-		}
+		a.authz = newAccessReviewer(cfg.SubjectAccessReviews.SubjectAccessReviews(),
+			authz.Webhook.CacheAuthorizedTTL.Duration, authz.Webhook.CacheUnauthorizedTTL.Duration, webhookRetryBackoff).authorize
 	default:
 		return nil, fmt.Errorf("unknown authorization mode %q", authz.Mode)
 	}
@@ -112,7 +98,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 // Run reloads the client CA file when it changes, until ctx ends.
 func (a *Auth) Run(ctx context.Context) {
 	if a.clientCA != nil {
-		a.clientCA.Run(ctx, 1)
+		a.clientCA.run(ctx)
 	}
 }
 
@@ -121,7 +107,7 @@ func (a *Auth) Run(ctx context.Context) {
 // allowed, with upstream's messages.
 func (a *Auth) Filter(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		resp, ok, err := a.authn.AuthenticateRequest(r)
+		u, ok, err := a.authn(r)
 		if err != nil {
 			klog.ErrorS(err, "Unable to authenticate the request due to an error")
 		}
@@ -129,27 +115,26 @@ func (a *Auth) Filter(h http.Handler) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		attrs := requestAttributes(resp.User, r, a.nodeName)
+		attrs := requestAttributes(u, r, a.nodeName)
 		var subresources []string
 		for _, attr := range attrs {
-			subresources = append(subresources, attr.GetSubresource())
-			decision, _, err := a.authz.Authorize(r.Context(), attr)
+			subresources = append(subresources, attr.Subresource)
+			d, err := a.authz(r.Context(), attr)
 			if err != nil {
-				klog.ErrorS(err, "Authorization error", "user", attr.GetUser().GetName(), "verb", attr.GetVerb(),
-					"resource", attr.GetResource(), "subresource", attr.GetSubresource())
-				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
-					attr.GetUser().GetName(), attr.GetVerb(), attr.GetResource(), attr.GetSubresource()), http.StatusInternalServerError)
+				klog.ErrorS(err, "Authorization error", "user", u.Name, "verb", attr.Verb,
+					"resource", "nodes", "subresource", attr.Subresource)
+				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)",
+					u.Name, attr.Verb, attr.Subresource), http.StatusInternalServerError)
 				return
 			}
-			if decision == authorizer.DecisionAllow {
+			if d == allow {
 				h.ServeHTTP(w, r)
 				return
 			}
 		}
-		u := resp.User.GetName()
-		verb := attrs[0].GetVerb()
-		klog.V(2).InfoS("Forbidden", "user", u, "verb", verb, "resource", "nodes", "subresource(s)", subresources)
-		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u, verb, subresources), http.StatusForbidden)
+		verb := attrs[0].Verb
+		klog.V(2).InfoS("Forbidden", "user", u.Name, "verb", verb, "resource", "nodes", "subresource(s)", subresources)
+		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Name, verb, subresources), http.StatusForbidden)
 	})
 }
 
@@ -166,7 +151,7 @@ func (a *Auth) Filter(h http.Handler) http.Handler {
 //	/healthz/*            healthz, proxy
 //	/configz              configz, proxy
 //	anything else         proxy (exec, attach, portForward, run, containerLogs, ...)
-func requestAttributes(u user.Info, r *http.Request, nodeName string) []authorizer.Attributes {
+func requestAttributes(u *User, r *http.Request, nodeName string) []attributes {
 	var verb string
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -202,12 +187,9 @@ func requestAttributes(u user.Info, r *http.Request, nodeName string) []authoriz
 	default:
 		subresources = append(subresources, "proxy")
 	}
-	attrs := make([]authorizer.Attributes, 0, len(subresources))
+	attrs := make([]attributes, 0, len(subresources))
 	for _, s := range subresources {
-		attrs = append(attrs, authorizer.AttributesRecord{
-			User: u, Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: s,
-			Name: nodeName, ResourceRequest: true, Path: path,
-		})
+		attrs = append(attrs, attributes{User: u, Verb: verb, Name: nodeName, Subresource: s, Path: path})
 	}
 	return attrs
 }

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
@@ -23,11 +25,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/kube"
 )
 
 func TestRequestAttributes(t *testing.T) {
@@ -60,13 +62,12 @@ func TestRequestAttributes(t *testing.T) {
 		{"PATCH", "/foo", "patch", []string{"proxy"}},
 		{"DELETE", "/foo", "delete", []string{"proxy"}},
 	} {
-		u := &user.DefaultInfo{Name: "alice"}
+		u := &User{Name: "alice"}
 		attrs := requestAttributes(u, httptest.NewRequest(tc.method, tc.path, nil), "node-1")
 		var subs []string
 		for _, a := range attrs {
-			subs = append(subs, a.GetSubresource())
-			if a.GetVerb() != tc.verb || a.GetResource() != "nodes" || a.GetName() != "node-1" || a.GetAPIVersion() != "v1" ||
-				!a.IsResourceRequest() || a.GetNamespace() != "" || a.GetPath() != tc.path || a.GetUser().GetName() != "alice" {
+			subs = append(subs, a.Subresource)
+			if a.Verb != tc.verb || a.Name != "node-1" || a.Path != tc.path || a.User != u {
 				t.Errorf("%s %s: attributes %+v", tc.method, tc.path, a)
 			}
 		}
@@ -78,17 +79,18 @@ func TestRequestAttributes(t *testing.T) {
 
 // reviews is a fake apiserver's TokenReview and SubjectAccessReview: the
 // token "good-token" is alice; alice may do what allowed lists
-// (subresources), nobody else anything. The webhooks post through the
-// REST client itself (not the typed Create), so client-go's fake
-// clientset cannot stand in: this serves the two APIs over HTTP.
+// (subresources), nobody else anything. It serves the two APIs over
+// HTTP, so the tests see what goes on the wire.
 type reviews struct {
 	mu            sync.Mutex
 	tokenReviews  int
 	accessReviews []string // subresources asked about
+	specs         []authorizationv1.SubjectAccessReviewSpec
 	allowed       map[string]bool
+	bothAnswers   bool // answer allowed and denied at once
 }
 
-func (rv *reviews) client(t *testing.T) kubernetes.Interface {
+func (rv *reviews) client(t *testing.T) kube.Interface {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rv.mu.Lock()
@@ -102,8 +104,12 @@ func (rv *reviews) client(t *testing.T) kubernetes.Interface {
 				return
 			}
 			rv.tokenReviews++
-			if tr.Spec.Token == "good-token" {
-				tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"devs"}}}
+			switch tr.Spec.Token {
+			case "good-token":
+				tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{
+					Username: "alice", UID: "alice-uid", Groups: []string{"devs"}, Extra: map[string]authenticationv1.ExtraValue{"scopes": {"s1"}}}}
+			case "expired-token":
+				tr.Status = authenticationv1.TokenReviewStatus{Error: "token expired"}
 			}
 			out = &tr
 		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
@@ -114,7 +120,9 @@ func (rv *reviews) client(t *testing.T) kubernetes.Interface {
 			}
 			ra := sar.Spec.ResourceAttributes
 			rv.accessReviews = append(rv.accessReviews, ra.Subresource)
+			rv.specs = append(rv.specs, sar.Spec)
 			sar.Status.Allowed = sar.Spec.User == "alice" && ra.Resource == "nodes" && ra.Name == "node-1" && rv.allowed[ra.Subresource]
+			sar.Status.Denied = rv.bothAnswers
 			out = &sar
 		default:
 			http.NotFound(w, r)
@@ -124,7 +132,9 @@ func (rv *reviews) client(t *testing.T) kubernetes.Interface {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	// JSON, so the fake can decode it (Skiff sends kubeAPIContentType,
+	// protobuf by default).
+	c, err := kube.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,5 +359,187 @@ func TestAuthClientCertificate(t *testing.T) {
 	}
 	if rec := withCert(stranger); rec.Code != 401 {
 		t.Errorf("certificate of another CA: %d %s, want 401", rec.Code, rec.Body)
+	}
+}
+
+// What the SubjectAccessReview carries: the user as TokenReview gave it,
+// with system:authenticated added, and nodes/<name>/<subresource> of the
+// core group's v1.
+func TestAuthAccessReviewSpec(t *testing.T) {
+	rv := &reviews{allowed: map[string]bool{"stats": true}}
+	h := webhookAuth(t, rv, false, "").Filter(okHandler)
+	if rec := doRequest(h, "GET", "/stats/summary", "good-token"); rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if len(rv.specs) != 1 {
+		t.Fatalf("%d access reviews", len(rv.specs))
+	}
+	got := rv.specs[0]
+	want := authorizationv1.SubjectAccessReviewSpec{
+		User: "alice", UID: "alice-uid", Groups: []string{"devs", "system:authenticated"},
+		Extra: map[string]authorizationv1.ExtraValue{"scopes": {"s1"}},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: "get", Version: "v1", Resource: "nodes", Subresource: "stats", Name: "node-1",
+		},
+	}
+	if !equality(got, want) {
+		t.Errorf("spec %+v %+v, want %+v %+v", got, got.ResourceAttributes, want, want.ResourceAttributes)
+	}
+}
+
+func equality(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// Bad credentials are refused even with anonymous access on; only a
+// request without any is anonymous. A token is reviewed once within the
+// cache TTL whether it is good or not, and an error in the review is not
+// cached.
+func TestAuthBadCredentialsAreNotAnonymous(t *testing.T) {
+	rv := &reviews{allowed: map[string]bool{}}
+	dir := t.TempDir()
+	_, stranger := testCA(t, dir, "mallory")
+	h := webhookAuth(t, rv, true, filepath.Join(dir, "ca.crt")).Filter(okHandler)
+	for i := 0; i < 2; i++ {
+		for _, token := range []string{"bad-token", "expired-token"} {
+			if rec := doRequest(h, "GET", "/pods", token); rec.Code != 401 {
+				t.Errorf("%s with anonymous on: %d %s, want 401", token, rec.Code, rec.Body)
+			}
+		}
+	}
+	r := httptest.NewRequest("GET", "/pods", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{stranger}}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Code != 401 {
+		t.Errorf("certificate of another CA with anonymous on: %d %s, want 401", rec.Code, rec.Body)
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.tokenReviews != 3 {
+		t.Errorf("%d token reviews, want 3 (bad-token once, expired-token twice)", rv.tokenReviews)
+	}
+}
+
+// A bearer token in a WebSocket subprotocol authenticates too, and the
+// handler sees neither it nor the Authorization header.
+func TestAuthTokenIsRemoved(t *testing.T) {
+	rv := &reviews{allowed: map[string]bool{"proxy": true}}
+	var seen http.Header
+	h := webhookAuth(t, rv, false, "").Filter(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+	}))
+	rec := doRequest(h, "POST", "/exec/ns/p/c", "good-token")
+	if rec.Code != 200 || seen.Get("Authorization") != "" {
+		t.Errorf("bearer: %d, handler saw Authorization %q", rec.Code, seen.Get("Authorization"))
+	}
+
+	ws := func(protocols string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/exec/ns/p/c", nil)
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		r.Header.Set("Sec-WebSocket-Protocol", protocols)
+		rec := httptest.NewRecorder()
+		seen = nil
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	token := "base64url.bearer.authorization.k8s.io." + base64.RawURLEncoding.EncodeToString([]byte("good-token"))
+	if rec := ws(token + ", v5.channel.k8s.io"); rec.Code != 200 || seen.Get("Sec-WebSocket-Protocol") != "v5.channel.k8s.io" {
+		t.Errorf("websocket token: %d, handler saw protocols %q", rec.Code, seen.Get("Sec-WebSocket-Protocol"))
+	}
+	if rec := ws(token); rec.Code != 401 {
+		t.Errorf("websocket token without another subprotocol: %d, want 401", rec.Code)
+	}
+	if rec := ws("base64url.bearer.authorization.k8s.io.!!!, v5.channel.k8s.io"); rec.Code != 401 {
+		t.Errorf("badly encoded websocket token: %d, want 401", rec.Code)
+	}
+}
+
+// An answer both allowing and denying is an authorization error (500).
+func TestAuthContradictoryReview(t *testing.T) {
+	rv := &reviews{allowed: map[string]bool{"stats": true}, bothAnswers: true}
+	h := webhookAuth(t, rv, false, "").Filter(okHandler)
+	rec := doRequest(h, "GET", "/stats/summary", "good-token")
+	want := "Authorization error (user=alice, verb=get, resource=nodes, subresource=stats)\n"
+	if rec.Code != 500 || rec.Body.String() != want {
+		t.Errorf("got %d %q, want 500 %q", rec.Code, rec.Body, want)
+	}
+}
+
+// The client CA file is reloaded when it changes: certificates of the
+// new CA authenticate, those of the old one no longer do; a file that
+// holds no certificate leaves the CA loaded before in use.
+func TestAuthClientCAReload(t *testing.T) {
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	oldCert, _ := testCA(t, dir, "old-client")
+	rv := &reviews{allowed: map[string]bool{}}
+	a := webhookAuth(t, rv, false, caFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	h := a.Filter(okHandler)
+	code := func(c *x509.Certificate) int {
+		r := httptest.NewRequest("GET", "/configz", nil)
+		r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	if c := code(oldCert); c != 403 {
+		t.Fatalf("old CA's certificate before the change: %d, want 403 (authenticated)", c)
+	}
+	// testCA writes a new CA over ca.crt (as a new file, renamed in).
+	tmp := t.TempDir()
+	newCert, _ := testCA(t, tmp, "new-client")
+	if err := os.Rename(filepath.Join(tmp, "ca.crt"), caFile); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the new CA", func() bool { return code(newCert) == 403 })
+	if c := code(oldCert); c != 401 {
+		t.Errorf("old CA's certificate after the change: %d, want 401", c)
+	}
+	if err := os.WriteFile(caFile, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c := code(newCert); c != 403 {
+		t.Errorf("after a bad CA file: %d, want 403 (the CA loaded before)", c)
+	}
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A client certificate's user: common name, organizations as groups, its
+// UID attribute, and its fingerprint as credential ID.
+func TestCertificateUser(t *testing.T) {
+	c := &x509.Certificate{Raw: []byte("der"), Subject: pkix.Name{CommonName: "bob", Organization: []string{"ops"},
+		Names: []pkix.AttributeTypeAndValue{{Type: uidOID, Value: "bob-uid"}}}}
+	u, ok, err := certificateUser(c)
+	if err != nil || !ok || u.Name != "bob" || u.UID != "bob-uid" || !slices.Equal(u.Groups, []string{"ops"}) ||
+		!strings.HasPrefix(u.Extra["authentication.kubernetes.io/credential-id"][0], "X509SHA256=") {
+		t.Errorf("user %+v %v %v", u, ok, err)
+	}
+	c.Subject.Names = append(c.Subject.Names, pkix.AttributeTypeAndValue{Type: uidOID, Value: "other"})
+	if _, _, err := certificateUser(c); err == nil {
+		t.Error("two UIDs accepted")
+	}
+	if _, ok, err := certificateUser(&x509.Certificate{}); ok || err != nil {
+		t.Errorf("no common name: %v %v", ok, err)
 	}
 }

@@ -1,5 +1,17 @@
 // Package server serves the kubelet's HTTP endpoints: the read-only API,
 // the healthz port and the authenticated kubelet API (Secure).
+//
+// Authentication (client certificates, TokenReview with its cache),
+// authorization (SubjectAccessReview with its cache), the reloading of
+// the client CA and serving certificate files, and /healthz are Skiff's
+// own small versions of what k8s.io/apiserver provides (its
+// authenticator and authorizer factories, dynamiccertificates and
+// healthz), and upstream_test.go checks that they answer as those do.
+// The reason is measured: through their configuration types and
+// validation those packages linked CEL (cel-go, antlr), OpenAPI and more
+// of the apiserver; replacing them took Skiff's binary from 82.9 to
+// 72.1 MB and its text from 26.6 to 23.5 MB, and the mapped binary is
+// most of Skiff's resident memory.
 package server
 
 import (
@@ -11,7 +23,6 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -48,7 +59,7 @@ type Healthz struct {
 // NewHealthz returns the healthz server for addr (host:port).
 func NewHealthz(addr string) *Healthz {
 	mux := http.NewServeMux()
-	healthz.InstallHandler(mux)
+	installHealthz(mux)
 	return &Healthz{addr: addr, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 }
 

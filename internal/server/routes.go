@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 )
 
@@ -23,11 +22,8 @@ type Provider interface {
 // log and syncloop checks, each also at /healthz/<name>), /pods, /metrics,
 // /metrics/probes and, when sp is set, /stats/summary and /metrics/resource.
 func installCommon(mux *http.ServeMux, p Provider, sp StatsProvider) {
-	healthz.InstallHandler(mux,
-		healthz.PingHealthz,
-		healthz.LogHealthz,
-		healthz.NamedCheck("syncloop", func(*http.Request) error { return p.Healthy() }),
-	)
+	installHealthz(mux, pingCheck, logCheck,
+		healthCheck{"syncloop", func(*http.Request) error { return p.Healthy() }})
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		writePods(w, p.Pods())
 	})

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -38,26 +37,52 @@ type TLSConfig struct {
 }
 
 // certFiles serves a certificate pair from files, reloading it when the
-// files change (upstream's ReloadKubeletServerCertificateFile).
+// files change (upstream's ReloadKubeletServerCertificateFile). A pair
+// that does not load (a file missing or empty, or a key that does not
+// match) leaves the one loaded before in use.
 type certFiles struct {
-	content   *dynamiccertificates.DynamicCertKeyPairContent
-	mu        sync.Mutex
-	cert, key []byte
-	parsed    *tls.Certificate
+	certFile, keyFile string
+	mu                sync.Mutex
+	cert, key         []byte
+	parsed            *tls.Certificate
 }
 
 func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	cert, key := c.content.CurrentCertKeyContent()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.parsed == nil || !bytes.Equal(cert, c.cert) || !bytes.Equal(key, c.key) {
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("serving certificate: %w", err)
-		}
-		c.cert, c.key, c.parsed = cert, key, &pair
-	}
 	return c.parsed, nil
+}
+
+// load reads the pair and uses it when it changed.
+func (c *certFiles) load() error {
+	cert, err := os.ReadFile(c.certFile)
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		return err
+	}
+	if len(cert) == 0 || len(key) == 0 {
+		return fmt.Errorf("missing content for serving cert %s or key %s", c.certFile, c.keyFile)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parsed != nil && bytes.Equal(cert, c.cert) && bytes.Equal(key, c.key) {
+		return nil
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return err
+	}
+	c.cert, c.key, c.parsed = cert, key, &pair
+	klog.V(2).InfoS("Loaded a new serving certificate", "certFile", c.certFile, "keyFile", c.keyFile)
+	return nil
+}
+
+// run reloads the pair when a file changes, until ctx ends.
+func (c *certFiles) run(ctx context.Context) {
+	watchFiles(ctx, "serving certificate", []string{c.certFile, c.keyFile}, c.load)
 }
 
 // NewTLS builds the kubelet API's TLS configuration, and returns what
@@ -110,16 +135,12 @@ func NewTLS(cfg TLSConfig) (*tls.Config, func(context.Context), error) {
 			return nil, nil, err
 		}
 	}
-	content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", certFile, keyFile)
-	if err != nil {
+	files := &certFiles{certFile: certFile, keyFile: keyFile}
+	if err := files.load(); err != nil {
 		return nil, nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	files := &certFiles{content: content}
-	if _, err := files.get(nil); err != nil {
-		return nil, nil, err
-	}
 	tc.GetCertificate = files.get
-	return tc, func(ctx context.Context) { content.Run(ctx, 1) }, nil
+	return tc, files.run, nil
 }
 
 // ensureSelfSigned makes a self-signed pair for host at certFile and

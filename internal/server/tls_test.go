@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 )
 
 func TestTLSSelfSigned(t *testing.T) {
@@ -59,5 +63,59 @@ func TestTLSOptions(t *testing.T) {
 	}
 	if _, _, err := NewTLS(TLSConfig{CertFile: filepath.Join(dir, "missing.crt"), KeyFile: filepath.Join(dir, "missing.key")}); err == nil {
 		t.Error("missing certificate files accepted")
+	}
+}
+
+// tlsCertFile and tlsPrivateKeyFile are reloaded when they change; a pair
+// that does not load leaves the one before in use.
+func TestTLSCertificateFilesReload(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write := func(host string) {
+		t.Helper()
+		cert, key, err := certutil.GenerateSelfSignedCertKey(host, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first")
+	tc, reload, err := NewTLS(TLSConfig{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { reload(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	host := func() string {
+		c, err := tc.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Leaf.Subject.CommonName
+	}
+	if h := host(); !strings.HasPrefix(h, "first") {
+		t.Fatalf("serving %q", h)
+	}
+	write("second")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasPrefix(host(), "second") {
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving %q after the files changed", host())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(certFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if h := host(); !strings.HasPrefix(h, "second") {
+		t.Errorf("after a bad certificate file: serving %q", h)
 	}
 }

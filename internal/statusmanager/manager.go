@@ -18,7 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // Pods is what the manager needs to know of the pods on the node.
@@ -34,7 +34,7 @@ const syncPeriod = 10 * time.Second
 
 // Manager reports pod statuses.
 type Manager struct {
-	client kubernetes.Interface
+	client corev1client.CoreV1Interface
 	pods   Pods
 
 	mu      sync.Mutex
@@ -54,7 +54,7 @@ type entry struct {
 }
 
 // New returns a Manager.
-func New(client kubernetes.Interface, pods Pods) *Manager {
+func New(client corev1client.CoreV1Interface, pods Pods) *Manager {
 	return &Manager{client: client, pods: pods, entries: map[types.UID]*entry{}, dirty: make(chan struct{}, 1)}
 }
 

@@ -42,7 +42,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) {
 	}
 	var result *v1.Pod
 	if patch != nil {
-		result, err = m.client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name,
+		result, err = m.client.Pods(target.Namespace).Patch(ctx, target.Name,
 			types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err) && target.UID == pod.UID:
@@ -77,7 +77,7 @@ func (m *Manager) deletePod(ctx context.Context, uid types.UID, target *v1.Pod) 
 		GracePeriodSeconds: new(int64),
 		Preconditions:      &metav1.Preconditions{UID: &target.UID},
 	}
-	err := m.client.CoreV1().Pods(target.Namespace).Delete(ctx, target.Name, opts)
+	err := m.client.Pods(target.Namespace).Delete(ctx, target.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.InfoS("Failed to delete pod, will retry", "pod", klog.KObj(target), "err", err)
 		return

@@ -14,7 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	certificatesv1beta1client "k8s.io/client-go/kubernetes/typed/certificates/v1beta1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
@@ -25,11 +26,20 @@ type Mounted struct {
 	ReadOnly bool // the volume itself is read-only, whatever the mount says
 }
 
+// Client is what volumes read from the apiserver: ConfigMaps and Secrets
+// (core/v1) and ClusterTrustBundles (certificates/v1beta1). client-go's
+// clientsets satisfy it.
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	CertificatesV1beta1() certificatesv1beta1client.CertificatesV1beta1Interface
+}
+
 // Config configures a Manager.
 type Config struct {
 	RootDir string // --root-dir: pod directories live in RootDir/pods
-	// Client reads ConfigMaps and Secrets; nil when standalone.
-	Client kubernetes.Interface
+	// Client reads ConfigMaps, Secrets and ClusterTrustBundles; nil when
+	// standalone.
+	Client Client
 	// NodeAllocatable is what resource limits default to in downward API
 	// files when a container sets none.
 	NodeAllocatable func() v1.ResourceList

@@ -43,7 +43,7 @@ func TestProjectedTokenFileRewrittenAt80Percent(t *testing.T) {
 		}
 		return true, tr, nil
 	})
-	m := New(Config{RootDir: t.TempDir(), Client: client, Tokens: payload.New(client, clk)})
+	m := New(Config{RootDir: t.TempDir(), Client: client, Tokens: payload.New(client.CoreV1(), clk)})
 	exp := int64(600)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},

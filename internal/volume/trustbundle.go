@@ -6,7 +6,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 )
 
 // trustBundles reads ClusterTrustBundles (certificates.k8s.io/v1beta1, the
@@ -14,7 +13,7 @@ import (
 // on every sync of a pod, as ConfigMaps are read.
 type trustBundles struct {
 	ctx    context.Context
-	client kubernetes.Interface
+	client Client
 }
 
 func (t trustBundles) TrustBundle(name string) (string, error) {

@@ -10,17 +10,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
 // Config configures the source.
 type Config struct {
-	Client   kubernetes.Interface
+	Client   corev1client.CoreV1Interface
 	NodeName string
 }
 
@@ -29,9 +29,8 @@ type Config struct {
 // informer retries with back-off and nothing is sent: pods keep running.
 func Run(ctx context.Context, cfg Config, out chan<- podsource.Update) {
 	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
-	informer := factory.Core().V1().Pods().Informer()
+	informer := kube.NewInformer(cfg.Client.Pods(metav1.NamespaceAll), &v1.Pod{},
+		func(o *metav1.ListOptions) { o.FieldSelector = selector })
 	dirty := make(chan struct{}, 1)
 	mark := func() {
 		select {
@@ -48,8 +47,7 @@ func Run(ctx context.Context, cfg Config, out chan<- podsource.Update) {
 		klog.ErrorS(err, "Cannot watch pods")
 		return
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer kube.RunInformer(ctx, informer)()
 	start := time.Now()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -29,7 +29,7 @@ const (
 // is 24h old (minus up to 10s of jitter), and if a refresh fails the old
 // token is still handed out until it expires.
 type TokenManager struct {
-	client kubernetes.Interface
+	client corev1client.CoreV1Interface
 	clock  clock.PassiveClock
 	// jitter returns how much earlier than due a token is refreshed;
 	// random up to maxJitter, fixed in tests.
@@ -57,7 +57,7 @@ type cachedToken struct {
 
 // New returns a TokenManager using client, nil in standalone mode (every
 // request then fails), and clk (nil for the real clock).
-func New(client kubernetes.Interface, clk clock.PassiveClock) *TokenManager {
+func New(client corev1client.CoreV1Interface, clk clock.PassiveClock) *TokenManager {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -160,7 +160,7 @@ func (m *TokenManager) request(ctx context.Context, key tokenKey) (cachedToken, 
 		req.Spec.ExpirationSeconds = &exp
 	}
 	requestedAt := m.clock.Now()
-	tr, err := m.client.CoreV1().ServiceAccounts(key.namespace).CreateToken(ctx, key.serviceAccount, req, metav1.CreateOptions{})
+	tr, err := m.client.ServiceAccounts(key.namespace).CreateToken(ctx, key.serviceAccount, req, metav1.CreateOptions{})
 	if err != nil {
 		return cachedToken{}, err
 	}

@@ -58,7 +58,7 @@ func newTokenManager(t *testing.T) (*TokenManager, *tokenServer) {
 		}
 		return true, out, nil
 	})
-	m := New(client, srv.clock)
+	m := New(client.CoreV1(), srv.clock)
 	m.jitter = func() time.Duration { return 0 }
 	return m, srv
 }
