@@ -307,16 +307,19 @@ func (r *logReader) flush() error {
 	return nil
 }
 
-// reopened returns the file path names now, when it is no longer f: the
-// runtime reopened its log after a rotation renamed it.
+// reopened returns the file path names now, when it is no longer f and
+// the runtime has written to it: the runtime reopened its log after a
+// rotation renamed it. Until the new file has a first byte the runtime may
+// still be writing its last lines into f (it creates the new file before
+// it switches its writer over), so f is read on.
 func reopened(path string, f *os.File) *os.File {
 	cur, err := f.Stat()
 	if err != nil {
 		return nil
 	}
 	fi, err := os.Stat(path)
-	if err != nil || os.SameFile(cur, fi) {
-		return nil // not recreated yet, or still the same
+	if err != nil || os.SameFile(cur, fi) || fi.Size() == 0 {
+		return nil // not recreated yet, still the same, or not written to yet
 	}
 	next, err := os.Open(path)
 	if err != nil {

@@ -278,6 +278,32 @@ func TestFollowAcrossRotation(t *testing.T) {
 	}
 }
 
+// The runtime creates the new log before it switches its writer over:
+// while the new file is empty, lines still land in the renamed one, and
+// following must not leave it before they are read.
+func TestFollowWaitsForTheNewFilesFirstLine(t *testing.T) {
+	p := writeLog(t, line(1, "stdout", "F", "one"))
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- ReadLogs(ctx, p, Options{Follow: true}, func(context.Context) bool { return true }, out, out)
+	}()
+	waitUntil(t, "the first line", func() bool { return out.String() == "one\n" })
+
+	old := p + ".20250301-100000"
+	must(t, os.Rename(p, old))
+	must(t, os.WriteFile(p, nil, 0o640)) // reopened, not written to yet
+	time.Sleep(300 * time.Millisecond)   // time for the follower to look
+	appendTo(t, old, line(2, "stdout", "F", "two"))
+	waitUntil(t, "the late line of the old file", func() bool { return out.String() == "one\ntwo\n" }, out)
+	appendTo(t, p, line(3, "stdout", "F", "three"))
+	waitUntil(t, "the new file's line", func() bool { return out.String() == "one\ntwo\nthree\n" }, out)
+	cancel()
+	<-done
+}
+
 // Following ends when ctx does, and with a byte limit once it is reached.
 func TestFollowEnds(t *testing.T) {
 	p := writeLog(t, line(1, "stdout", "F", "hello"))
