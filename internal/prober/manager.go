@@ -41,6 +41,7 @@ type Config struct {
 	// Each one is a runc exec: a batch of containers starting together
 	// would otherwise start as many at once, and on a small node they
 	// thrash each other and the starting containers until they time out.
+	// Probes whose success the pod still waits for go first.
 	ExecSlots int
 }
 
@@ -50,7 +51,7 @@ type Manager struct {
 	ctx   context.Context // parent of every worker's context
 	start time.Time
 	http  *probe.HTTPProber
-	execs chan struct{} // one token per exec probe running
+	execs *slots // caps the exec probes running at once
 
 	liveness, readiness, startup *results
 	updates                      chan Update
@@ -73,7 +74,7 @@ func New(ctx context.Context, cfg Config) *Manager {
 		cfg.ExecSlots = 2 * goruntime.NumCPU()
 	}
 	return &Manager{
-		execs:     make(chan struct{}, cfg.ExecSlots),
+		execs:     newSlots(cfg.ExecSlots),
 		cfg:       cfg,
 		ctx:       ctx,
 		start:     time.Now(),

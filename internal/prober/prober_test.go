@@ -483,7 +483,7 @@ func TestExecProbesCapped(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := &v1.Container{Name: "app"}
-			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i)); err != nil || res != probe.Success {
+			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), false); err != nil || res != probe.Success {
 				t.Errorf("check: %v %v", res, err)
 			}
 		}()

@@ -19,15 +19,15 @@ const maxRetries = 3
 // runProbe runs a probe of the container and records the events upstream
 // records: Unhealthy for a failure or an error, ProbeWarning for a
 // warning. An error means the probe could not run: its result is to be
-// thrown away.
-func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Container, spec *v1.Probe, podIP, containerID string) (Result, error) {
+// thrown away. An urgent probe gets the next free exec slot.
+func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Container, spec *v1.Probe, podIP, containerID string, urgent bool) (Result, error) {
 	var (
 		res probe.Result
 		out string
 		err error
 	)
 	for range maxRetries {
-		if res, out, err = m.check(ctx, spec, c, podIP, containerID); err == nil || ctx.Err() != nil {
+		if res, out, err = m.check(ctx, spec, c, podIP, containerID, urgent); err == nil || ctx.Err() != nil {
 			break
 		}
 	}
@@ -51,17 +51,15 @@ func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Co
 
 // check runs one check of spec's handler. The host of HTTP and TCP checks
 // defaults to podIP; gRPC checks always go to it.
-func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, podIP, containerID string) (probe.Result, string, error) {
+func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, podIP, containerID string, urgent bool) (probe.Result, string, error) {
 	timeout := seconds(spec.TimeoutSeconds)
 	h := &spec.ProbeHandler
 	switch {
 	case h.Exec != nil:
-		select {
-		case m.execs <- struct{}{}:
-			defer func() { <-m.execs }()
-		case <-ctx.Done():
-			return probe.Unknown, "", ctx.Err()
+		if err := m.execs.acquire(ctx, urgent); err != nil {
+			return probe.Unknown, "", err
 		}
+		defer m.execs.release()
 		return probe.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
 	case h.HTTPGet != nil:
 		req, err := probe.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")

@@ -127,7 +127,10 @@ func (w *worker) probe(ctx context.Context) bool {
 	}
 	w.probedCurrent.Store(true)
 	began := time.Now()
-	res, err := w.m.runProbe(ctx, w.kind, w.pod, w.c, w.spec, st.PodIP, w.containerID)
+	// Liveness starts at Success: only readiness and startup probes hold
+	// the pod back until they succeed.
+	urgent := !w.succeeded.Load()
+	res, err := w.m.runProbe(ctx, w.kind, w.pod, w.c, w.spec, st.PodIP, w.containerID, urgent)
 	if err != nil || ctx.Err() != nil {
 		return true // could not probe: no result
 	}
