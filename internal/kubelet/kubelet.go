@@ -46,6 +46,9 @@ const (
 	housekeepingPeriod = 2 * time.Second
 	defaultPodLogsDir  = "/var/log/pods"
 	errorBackOffPeriod = 10 * time.Second
+	// A cleaned-up pod's sandboxes are removed this long after (upstream's
+	// container GC period; podruntime/removal.go says why not at once).
+	sandboxRemovalDelay = time.Minute
 )
 
 // Kubelet is one running Skiff.
@@ -169,6 +172,8 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 		Resources: cgroups,
 		Puller:    images.NewPuller(client.Images, ptrOr(kc.SerializeImagePulls, true), ptrOr(kc.MaxParallelImagePulls, 0)),
+
+		SandboxRemovalDelay: sandboxRemovalDelay,
 	}
 	if k.client != nil {
 		rc.PullSecrets = k.pullSecrets
@@ -217,6 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 		spawn(k.statusMgr.Run)
 	}
 	spawn(k.pleg.Run)
+	spawn(func(ctx context.Context) { k.runtime.RunSandboxRemover(ctx, housekeepingPeriod) })
 	k.stats = stats.New(stats.Config{
 		Runtime: client.Runtime, Images: client.Images, NodeName: cfg.NodeName,
 		RootDir: cfg.RootDir, PodLogsDir: logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,

@@ -101,7 +101,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 		return
 	}
 	for _, ref := range k.pleg.Pods() {
-		if _, wanted := k.pods.get(ref.UID); wanted || k.workers.Has(ref.UID) {
+		if _, wanted := k.pods.get(ref.UID); wanted || k.workers.Has(ref.UID) || k.runtime.RemovingSandboxes(ref.UID) {
 			continue
 		}
 		klog.InfoS("Stopping orphaned pod", "pod", klog.KRef(ref.Namespace, ref.Name), "podUID", ref.UID)

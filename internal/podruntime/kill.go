@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -114,7 +115,8 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.
 }
 
 // RemovePod removes the pod's containers, sandboxes and log directory. The
-// pod must have been killed first.
+// pod must have been killed first. With a SandboxRemovalDelay the
+// sandboxes are queued for RunSandboxRemover instead (removal.go).
 func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error {
 	var errs []error
 	for _, cs := range st.Containers {
@@ -123,6 +125,10 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 		}
 	}
 	for _, sb := range st.Sandboxes {
+		if m.cfg.SandboxRemovalDelay > 0 {
+			m.removals.add(st.ID, sb.Id, time.Now().Add(m.cfg.SandboxRemovalDelay))
+			continue
+		}
 		if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
 		}

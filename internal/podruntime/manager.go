@@ -59,6 +59,9 @@ type Config struct {
 	// PullSecrets returns a pod's imagePullSecrets; nil (standalone):
 	// pulls are anonymous.
 	PullSecrets func(ctx context.Context, pod *v1.Pod) []v1.Secret
+	// SandboxRemovalDelay defers removing a cleaned-up pod's sandboxes to
+	// RunSandboxRemover (removal.go); 0 removes them at once.
+	SandboxRemovalDelay time.Duration
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -79,6 +82,7 @@ type Manager struct {
 	crashBackOff *flowcontrol.Backoff // container restarts
 	pullBackOff  *flowcontrol.Backoff // image pulls
 	pullErrs     sync.Map             // back-off key → last pull error, for the ImagePullBackOff message
+	removals     removalQueue         // sandboxes of cleaned-up pods
 }
 
 // Upstream back-off: 10 s doubling to 300 s, reset after a container has

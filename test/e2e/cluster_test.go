@@ -167,9 +167,18 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	t.Logf("pods gone %v after the Deployment was deleted", time.Since(deleted).Round(time.Millisecond))
-	// Sandboxes go once the API objects are gone (the kubelet removes a
-	// pod's runtime state after the apiserver forgets it, as upstream).
-	waitFor(t, 15*time.Second, "sandboxes of the deleted pods removed", func() (bool, error) {
+	// Runtime state goes once the API objects are gone (the kubelet removes
+	// it after the apiserver forgets the pod, as upstream): the containers
+	// at once, the stopped sandboxes a minute later (sandboxRemovalDelay).
+	waitFor(t, 15*time.Second, "containers of the deleted pods removed", func() (bool, error) {
+		for _, p := range pods.Items {
+			if len(containersOf(t, string(p.UID))) != 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	waitFor(t, 90*time.Second, "sandboxes of the deleted pods removed", func() (bool, error) {
 		for _, p := range pods.Items {
 			if len(sandboxesOf(t, string(p.UID))) != 0 {
 				return false, nil

@@ -159,17 +159,22 @@ func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
 	if cmd := second.Spec.Containers[0].Command[2]; !strings.Contains(cmd, "second") {
 		t.Errorf("replaced pod runs %q", cmd)
 	}
-	waitFor(t, 15*time.Second, "old pod's sandbox removed", func() (bool, error) {
-		return len(sandboxesOf(t, string(first.UID))) == 0 && len(containersOf(t, string(first.UID))) == 0, nil
+	waitFor(t, 15*time.Second, "old pod's containers removed", func() (bool, error) {
+		return len(containersOf(t, string(first.UID))) == 0, nil
 	})
 
 	removed := time.Now()
 	n.removeManifest("edit.yaml")
 	// Grace period is 5 s; allow for the relist and removal on top.
-	waitFor(t, 12*time.Second, "pod removed after manifest deletion", func() (bool, error) {
-		return len(sandboxesOf(t, string(second.UID))) == 0 && len(containersOf(t, string(second.UID))) == 0, nil
+	waitFor(t, 12*time.Second, "pod's containers removed after manifest deletion", func() (bool, error) {
+		return len(containersOf(t, string(second.UID))) == 0, nil
 	})
-	t.Logf("pod gone %v after its manifest was deleted", time.Since(removed).Round(time.Millisecond))
+	t.Logf("pod's containers gone %v after its manifest was deleted", time.Since(removed).Round(time.Millisecond))
+	// Stopped sandboxes are removed a minute after their pod is cleaned up
+	// (sandboxRemovalDelay), as upstream's container GC does.
+	waitFor(t, 90*time.Second, "both pods' sandboxes removed", func() (bool, error) {
+		return len(sandboxesOf(t, string(first.UID))) == 0 && len(sandboxesOf(t, string(second.UID))) == 0, nil
+	})
 	if p, err := n.pod(name); err != nil || p != nil {
 		t.Errorf("/pods still lists the deleted pod (err=%v)", err)
 	}
