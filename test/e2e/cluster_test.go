@@ -170,22 +170,20 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 	// Runtime state goes once the API objects are gone (the kubelet removes
 	// it after the apiserver forgets the pod, as upstream): the containers
 	// at once, the stopped sandboxes a minute later (sandboxRemovalDelay).
-	waitFor(t, 15*time.Second, "containers of the deleted pods removed", func() (bool, error) {
-		for _, p := range pods.Items {
-			if len(containersOf(t, string(p.UID))) != 0 {
-				return false, nil
+	noneLeft := func(left func(uid string) int) func() (bool, error) {
+		return func() (bool, error) {
+			for _, p := range pods.Items {
+				if left(string(p.UID)) != 0 {
+					return false, nil
+				}
 			}
+			return true, nil
 		}
-		return true, nil
-	})
-	waitFor(t, 90*time.Second, "sandboxes of the deleted pods removed", func() (bool, error) {
-		for _, p := range pods.Items {
-			if len(sandboxesOf(t, string(p.UID))) != 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	}
+	waitFor(t, 15*time.Second, "containers of the deleted pods removed",
+		noneLeft(func(uid string) int { return len(containersOf(t, uid)) }))
+	waitFor(t, 90*time.Second, "sandboxes of the deleted pods removed",
+		noneLeft(func(uid string) int { return len(sandboxesOf(t, uid)) }))
 }
 
 // Must show 2b: a pod exiting 1 with restartPolicy Never ends Failed with
