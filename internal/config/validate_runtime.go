@@ -19,11 +19,15 @@ func validateRuntime(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorLi
 		errs = add(errs, field.Forbidden(p("runOnce"), "run-once mode is deprecated and not supported"))
 	}
 	if c.EnableSystemLogQuery != nil && *c.EnableSystemLogQuery {
-		if !gateEnabled(c, gateNodeLogQuery) {
+		switch {
+		case !gateEnabled(c, gateNodeLogQuery):
 			errs = add(errs, field.Forbidden(p("enableSystemLogQuery"), "requires feature gate "+gateNodeLogQuery))
-		}
-		if c.EnableSystemLogHandler != nil && !*c.EnableSystemLogHandler {
+		case c.EnableSystemLogHandler != nil && !*c.EnableSystemLogHandler:
 			errs = add(errs, field.Forbidden(p("enableSystemLogQuery"), "requires enableSystemLogHandler"))
+		default:
+			// Refused rather than ignored: a query would silently get files.
+			errs = add(errs, field.Forbidden(p("enableSystemLogQuery"),
+				"node log queries are not supported by Skiff; /logs/ serves the files under /var/log"))
 		}
 	}
 	return errs

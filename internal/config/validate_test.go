@@ -121,6 +121,11 @@ func TestValidateInvalid(t *testing.T) {
 			[]string{`podLogsDir: Invalid value: "logs": must be an absolute path`}},
 		{"runOnce", func(c *kc) { c.RunOnce = true },
 			[]string{"runOnce: Forbidden"}},
+		{"log query without gate", func(c *kc) { c.EnableSystemLogQuery = ptr.To(true) },
+			[]string{"enableSystemLogQuery: Forbidden: requires feature gate NodeLogQuery"}},
+		{"log query", func(c *kc) {
+			c.EnableSystemLogQuery, c.FeatureGates = ptr.To(true), map[string]bool{"NodeLogQuery": true}
+		}, []string{"enableSystemLogQuery: Forbidden: node log queries are not supported by Skiff"}},
 		{"clusterDNS not an IP", func(c *kc) { c.ClusterDNS = []string{"10.0.0.10", "dns"} },
 			[]string{`clusterDNS[1]: Invalid value: "dns": must be a valid IP address`}},
 		{"taint effect unknown", func(c *kc) {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/logs"
@@ -77,8 +79,18 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 		Config:        kc,
 		Debugging:     ptrOr(kc.EnableDebuggingHandlers, true),
 		ContainerLogs: logs.Handler(k),
+		SystemLogs:    systemLogs(kc),
 	}).Run)
 	return nil
+}
+
+// systemLogs is the /logs/ handler, nil when enableSystemLogHandler is
+// false.
+func systemLogs(kc *kubeletconfig.KubeletConfiguration) http.Handler {
+	if !ptrOr(kc.EnableSystemLogHandler, true) {
+		return nil
+	}
+	return server.SystemLogs(server.SystemLogDir)
 }
 
 // Pod is the wanted pod of that namespace and name; a non-empty uid must

@@ -51,6 +51,9 @@ type SecureConfig struct {
 	// ContainerLogs serves GET /containerLogs/{ns}/{pod}/{container}
 	// (logs.Handler); names in the path are validated before it.
 	ContainerLogs http.Handler
+	// SystemLogs serves GET /logs/ (SystemLogs); nil is
+	// enableSystemLogHandler false.
+	SystemLogs http.Handler
 }
 
 // Secure is the kubelet API: HTTPS on address:port, every request
@@ -86,7 +89,7 @@ func secureMux(cfg SecureConfig) *http.ServeMux {
 		disabled := func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
 		}
-		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/"} {
+		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/logs/"} {
 			mux.HandleFunc(p, disabled)
 		}
 		return mux
@@ -104,6 +107,13 @@ func secureMux(cfg SecureConfig) *http.ServeMux {
 
 	if cfg.ContainerLogs != nil {
 		mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", validNames(cfg.ContainerLogs))
+	}
+	if cfg.SystemLogs != nil {
+		mux.Handle("GET /logs/", cfg.SystemLogs)
+	} else {
+		mux.HandleFunc("/logs/", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "logs endpoint is disabled.", http.StatusMethodNotAllowed)
+		})
 	}
 	return mux
 }

@@ -283,7 +283,7 @@ func TestRun(t *testing.T) {
 
 func TestDebuggingHandlersDisabled(t *testing.T) {
 	srv, rt := testServer(t, false)
-	for _, p := range []string{"/exec/ns1/web/main?command=ls&output=1", "/attach/ns1/web/main", "/portForward/ns1/web", "/run/ns1/web/main?cmd=ls", "/containerLogs/ns1/web/main", "/runningpods/"} {
+	for _, p := range []string{"/exec/ns1/web/main?command=ls&output=1", "/attach/ns1/web/main", "/portForward/ns1/web", "/run/ns1/web/main?cmd=ls", "/containerLogs/ns1/web/main", "/runningpods/", "/logs/"} {
 		resp, err := http.Post(srv.URL+p, "", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -339,5 +339,9 @@ func TestSecureEndpoints(t *testing.T) {
 	}
 	if code, b := get("/metrics"); code != 200 || !strings.Contains(string(b), "go_goroutines") {
 		t.Errorf("/metrics: %d", code)
+	}
+	// No SystemLogs handler: enableSystemLogHandler is false.
+	if code, b := get("/logs/"); code != 405 || string(b) != "logs endpoint is disabled.\n" {
+		t.Errorf("/logs/ without a handler: %d %q", code, b)
 	}
 }
