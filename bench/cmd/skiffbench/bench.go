@@ -168,6 +168,13 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 				wr.NotComparable = why
 			}
 		}
+		if b.o.quietIdle > 0 {
+			waited, idle, err := waitQuiet(ctx, b.o.quietIdle, quietWindow, b.o.quietMax)
+			if err != nil {
+				return fmt.Errorf("waiting for a quiet machine: %w", err)
+			}
+			wr.IdleAtStart, wr.QuietWaitSeconds = idle, waited.Seconds()
+		}
 		if err := b.audit.skip(); err != nil {
 			return err
 		}

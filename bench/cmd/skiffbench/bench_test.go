@@ -101,7 +101,8 @@ func TestRowsAndRatios(t *testing.T) {
 	r.add(&workloadResult{Workload: "a", Name: "a: batch of 2", Kubelet: upstream, Round: 1, Pods: 2,
 		Ready: []float64{2, 4}, ReadyMakespan: 4, Requests: requestCounts{"patch pods/status": 8}})
 	r.add(&workloadResult{Workload: "c", Name: "c", Kubelet: skiff, Round: 1, Pods: 2, Ready: []float64{1}, NotComparable: "probes not run"})
-	r.add(&workloadResult{Workload: "c", Name: "c", Kubelet: upstream, Round: 1, Pods: 2, Ready: []float64{3}})
+	r.add(&workloadResult{Workload: "c", Name: "c", Kubelet: upstream, Round: 1, Pods: 2, Ready: []float64{3},
+		QuietWaitSeconds: 35, IdleAtStart: 0.83})
 	r.computeRows()
 	find := func(section, metric string) row {
 		for _, x := range r.Rows {
@@ -126,9 +127,30 @@ func TestRowsAndRatios(t *testing.T) {
 		t.Errorf("JSON: %v (a NaN ratio must be null)", err)
 	}
 	md := r.markdown()
-	for _, want := range []string{"| a: batch of 2 | create→Ready p99 (s) | 2.00 | 4.00 | 0.50 |", "n/c — c: not comparable (skiff, round 1): probes not run"} {
+	for _, want := range []string{"| a: batch of 2 | create→Ready p99 (s) | 2.00 | 4.00 | 0.50 |", "n/c — c: not comparable (skiff, round 1): probes not run", "c upstream r1 83% (35 s)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	stat := "cpu  100 5 50 800 40 3 2 0 7 1\ncpu0 50 2 25 400 20 1 1 0 0 0\nintr 1 2 3\n"
+	got, err := parseProcStat([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// user..steal (guest fields are already in user/nice); idle + iowait.
+	if want := (cpuTimes{idle: 840, total: 1000}); got != want {
+		t.Errorf("parseProcStat = %+v, want %+v", got, want)
+	}
+	if _, err := parseProcStat([]byte("intr 1\n")); err == nil {
+		t.Error("no cpu line: no error")
+	}
+	if f := idleFraction(cpuTimes{idle: 840, total: 1000}, cpuTimes{idle: 1020, total: 1200}); f != 0.9 {
+		t.Errorf("idleFraction = %v, want 0.9", f)
+	}
+	if f := idleFraction(got, got); f != 1 {
+		t.Errorf("idleFraction over no time = %v, want 1", f)
 	}
 }

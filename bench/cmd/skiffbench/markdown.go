@@ -37,6 +37,9 @@ func (r *results) markdown() string {
 	for _, n := range notes {
 		fmt.Fprintf(&b, "\nn/c — %s\n", n)
 	}
+	if q := r.quietLine(); q != "" {
+		fmt.Fprintf(&b, "\nMachine idle before each workload (wait for ≥ %s idle over 5 s): %s.\n", r.Options["quietIdle"], q)
+	}
 	if bd := r.breakdownTable(); bd != "" {
 		b.WriteString("\n### Skiff's pod start-up breakdown\n")
 		b.WriteString(bd)
@@ -101,4 +104,20 @@ func (r *results) requestTable() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// quietLine lists, per run, the machine's idle share when the workload
+// began and how long skiffbench waited for it.
+func (r *results) quietLine() string {
+	var parts []string
+	for _, w := range r.order {
+		for _, k := range []string{skiff, upstream} {
+			for _, x := range r.pick(w, k) {
+				if x.QuietWaitSeconds > 0 {
+					parts = append(parts, fmt.Sprintf("%s %s r%d %.0f%% (%.0f s)", w, k, x.Round, 100*x.IdleAtStart, x.QuietWaitSeconds))
+				}
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -68,7 +68,7 @@ func newResults(o options) *results {
 		Options: map[string]string{
 			"rounds": fmt.Sprint(o.rounds), "small": fmt.Sprint(o.small), "large": fmt.Sprint(o.large),
 			"churn": fmt.Sprint(o.churn), "inFlight": fmt.Sprint(o.flight), "workloads": o.workloads,
-			"idle": o.idle.String(), "hold": o.hold.String(),
+			"idle": o.idle.String(), "hold": o.hold.String(), "quietIdle": fmt.Sprint(o.quietIdle),
 		},
 		order:    strings.Split(o.workloads, ","),
 		skiffBin: o.skiffBin,

@@ -35,6 +35,10 @@ type workloadResult struct {
 	// how many there were (their creates are in Requests; see perPod).
 	Breakdown       map[string][]float64 `json:"breakdown,omitempty"`
 	BreakdownEvents int                  `json:"breakdownEvents,omitempty"`
+	// Before the workload: how long the machine took to be quiet
+	// (waitQuiet), and its idle share over the last window.
+	QuietWaitSeconds float64 `json:"quietWaitSeconds"`
+	IdleAtStart      float64 `json:"idleAtStart"`
 }
 
 func (w *workloadResult) fill(r batchResult) {
@@ -80,6 +84,9 @@ func (w *workloadResult) line() string {
 	}
 	if w.NotComparable != "" {
 		s += " [not comparable: " + w.NotComparable + "]"
+	}
+	if w.QuietWaitSeconds > quietWindow.Seconds()+1 {
+		s += fmt.Sprintf(" (waited %.0fs for the machine to be quiet, %.0f%% idle)", w.QuietWaitSeconds, 100*w.IdleAtStart)
 	}
 	return s
 }
