@@ -26,8 +26,9 @@ RUN ?= .
 deps:
 	hack/install-deps.sh
 
+# Static, as the binary a node runs: no libc, no cgo resolver.
 build:
-	go build -o bin/skiff ./cmd/skiff
+	CGO_ENABLED=0 go build -o bin/skiff ./cmd/skiff
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o bin/pause ./cmd/pause
 
 # Skiff's own containerd on $(CRI_ENDPOINT), with the local images imported.

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	}
 	skiffBin = filepath.Join(dir, "skiff")
 	build := exec.Command("go", "build", "-o", skiffBin, "../../cmd/skiff")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building skiff:", err)
