@@ -126,3 +126,40 @@ func TestLifecycleHooks(t *testing.T) {
 		t.Errorf("hooks that succeeded reported failures: %s", fmt.Sprint(eventLines(evs)))
 	}
 }
+
+// Issue 4: a preStop sleep action holds the container's SIGTERM back for
+// its seconds, within the grace period.
+func TestPreStopSleepHook(t *testing.T) {
+	cn := newClusterNode(t)
+	cn.start()
+
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o777))
+	dirType := v1.HostPathDirectory
+	p := busyboxPod("hooks-sleep", "trap 'date +%s > /trace/term; exit 0' TERM; while true; do sleep 0.2; done")
+	p.Spec.Volumes = []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 5}}}
+	cn.createPod(t, p)
+	cn.waitPod(t, cn.ns, "hooks-sleep", 60*time.Second, "Ready", isReady)
+
+	deleted := time.Now()
+	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), "hooks-sleep", metav1.DeleteOptions{}))
+	waitFor(t, 60*time.Second, "pod hooks-sleep gone", func() (bool, error) {
+		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), "hooks-sleep", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	b, err := os.ReadFile(filepath.Join(dir, "term"))
+	if err != nil {
+		t.Fatalf("the container never got its SIGTERM: %v", err)
+	}
+	var term int64
+	if _, err := fmt.Sscan(string(b), &term); err != nil {
+		t.Fatalf("term time %q: %v", b, err)
+	}
+	// date +%s has whole seconds: the SIGTERM came at least 4 s after the
+	// delete (5 s of sleep), and well within the 30 s grace period.
+	if d := term - deleted.Unix(); d < 4 || d > 20 {
+		t.Errorf("SIGTERM %d s after the delete, want about 5 s (the preStop sleep)", d)
+	}
+}
