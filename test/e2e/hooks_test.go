@@ -140,6 +140,8 @@ func TestPreStopSleepHook(t *testing.T) {
 	p.Spec.Volumes = []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
 	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
 	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 5}}}
+	grace := int64(30) // the sleep fits in it
+	p.Spec.TerminationGracePeriodSeconds = &grace
 	cn.createPod(t, p)
 	cn.waitPod(t, cn.ns, "hooks-sleep", 60*time.Second, "Ready", isReady)
 
