@@ -61,6 +61,11 @@ func hasContainer(pod *v1.Pod, name string) bool {
 			}
 		}
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return true
+		}
+	}
 	return false
 }
 
@@ -70,7 +75,7 @@ func hasContainer(pod *v1.Pod, name string) bool {
 // last terminated; a container never started has no log.
 func logContainerID(podName string, s *v1.PodStatus, name string, previous bool) (string, error) {
 	var cs *v1.ContainerStatus
-	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
 			if list[i].Name == name {
 				cs = &list[i]

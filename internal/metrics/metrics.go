@@ -116,6 +116,7 @@ func SetNodeName(name string) {
 const (
 	ContainerTypeContainer = "container"
 	ContainerTypeInit      = "init_container"
+	ContainerTypeEphemeral = "ephemeral_container"
 )
 
 // imageSizeLabel buckets an image size as upstream labels pull durations.

@@ -38,6 +38,9 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	if cerr == nil {
 		cerr = m.secureContainer(ctx, pod, c, imageRef, cfg)
 	}
+	if cerr == nil {
+		cerr = s.targetNamespace(c, cfg)
+	}
 	if cerr != nil {
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", cerr.Message)
 		s.res.wait(c.Name, cerr, backOffInitial)
@@ -110,6 +113,9 @@ func containerType(pod *v1.Pod, c *v1.Container) string {
 		if &pod.Spec.InitContainers[i] == c {
 			return metrics.ContainerTypeInit
 		}
+	}
+	if ephemeral(pod, c.Name) != nil {
+		return metrics.ContainerTypeEphemeral
 	}
 	return metrics.ContainerTypeContainer
 }

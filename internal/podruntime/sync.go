@@ -63,6 +63,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	if !m.ensureSandbox(ctx, s) {
 		return s.res
 	}
+	// Before init containers, as upstream: a debug container can run
+	// while an init container fails.
+	m.syncEphemeralContainers(ctx, s)
 	if m.syncInitContainers(ctx, s) {
 		for i := range pod.Spec.Containers {
 			m.syncAppContainer(ctx, s, &pod.Spec.Containers[i])

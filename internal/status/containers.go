@@ -94,7 +94,7 @@ func truncateMessages(s *v1.PodStatus, containers int) {
 	if containers > 0 {
 		per /= containers
 	}
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
 			for _, t := range []*v1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
 				if t != nil && len(t.Message) > per {

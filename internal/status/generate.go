@@ -84,7 +84,15 @@ func Generate(in Input) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, in.containerStatus(&pod.Spec.Containers[i], false, appWaiting))
 	}
-	truncateMessages(&s, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	// Ephemeral containers count for neither phase nor conditions, and
+	// are never ready (upstream's prober leaves them out).
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := in.containerStatus(c, false, podruntime.ReasonContainerCreating)
+		cs.Ready = false
+		s.EphemeralContainerStatuses = append(s.EphemeralContainerStatuses, cs)
+	}
+	truncateMessages(&s, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+len(pod.Spec.EphemeralContainers))
 	s.Phase = Phase(pod, s.InitContainerStatuses, s.ContainerStatuses, appStartedInSandbox(pod, in.Runtime))
 	if in.Terminating && !IsTerminal(s.Phase) && !anyRunning(s.InitContainerStatuses, s.ContainerStatuses) {
 		s.Phase = terminalPhase(s.ContainerStatuses)

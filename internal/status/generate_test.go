@@ -691,3 +691,32 @@ func TestStore(t *testing.T) {
 		t.Fatal("Get after Delete: ok = true")
 	}
 }
+
+func TestGenerateEphemeralContainers(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, nil, "a")
+	for _, n := range []string{"dbg1", "dbg2", "dbg3"} {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "img-" + n}, TargetContainerName: "a",
+		})
+	}
+	noTarget := &podruntime.ContainerError{Reason: podruntime.ReasonCreateContainerConfig, Message: "unable to find target container a"}
+	s := generate(pod, rt(inst("a", "c1", stRunning, 0, 0), inst("dbg1", "c2", stRunning, 0, 0), inst("dbg2", "c3", stExited, 1, 0)),
+		map[string]*podruntime.ContainerError{"dbg3": noTarget}, v1.PodStatus{})
+	want := []string{
+		"dbg1 running",
+		"dbg2 terminated(1 Error containerd://c3)",
+		"dbg3 waiting(CreateContainerConfigError: unable to find target container a)",
+	}
+	if got := summaries(s.EphemeralContainerStatuses); !reflect.DeepEqual(got, want) {
+		t.Errorf("ephemeral statuses\n got %q\nwant %q", got, want)
+	}
+	// They count for nothing else: the pod is Running and Ready on a alone.
+	if got := summaries(s.ContainerStatuses); !reflect.DeepEqual(got, []string{"a running ready"}) {
+		t.Errorf("container statuses %q", got)
+	}
+	if s.Phase != v1.PodRunning || !reflect.DeepEqual(conds(s.Conditions), []string{
+		"PodReadyToStartContainers=True", "Initialized=True", "Ready=True", "ContainersReady=True", "PodScheduled=True",
+	}) {
+		t.Errorf("phase %s, conditions %q", s.Phase, conds(s.Conditions))
+	}
+}

@@ -1,0 +1,72 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Issue 4: ephemeral containers, as kubectl debug adds them to a running
+// pod: started once in the target container's PID namespace, reported in
+// ephemeralContainerStatuses, their logs readable and stdin attachable.
+func TestKubectlDebug(t *testing.T) {
+	cn := newClusterNode(t)
+	cn.start()
+	cn.createPod(t, busyboxPod("target", "exec sleep 31337"))
+	cn.waitPod(t, cn.ns, "target", 60*time.Second, "Ready", isReady)
+
+	ephemeral := func(p *v1.Pod, name string) *v1.ContainerStatus {
+		for i := range p.Status.EphemeralContainerStatuses {
+			if p.Status.EphemeralContainerStatuses[i].Name == name {
+				return &p.Status.EphemeralContainerStatuses[i]
+			}
+		}
+		return nil
+	}
+
+	t.Run("target's PID namespace, logs", func(t *testing.T) {
+		out, err := kubectl(cn.c, "-n", cn.ns, "debug", "target", "--image="+busybox, "--image-pull-policy=Never",
+			"-c", "dbg", "--target=main", "--", "sh", "-c", "ps -o pid,args; echo debug-done").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl debug: %v: %s", err, out)
+		}
+		p := cn.waitPod(t, cn.ns, "target", 60*time.Second, "dbg terminated", func(p *v1.Pod) bool {
+			cs := ephemeral(p, "dbg")
+			return cs != nil && cs.State.Terminated != nil
+		})
+		if term := ephemeral(p, "dbg").State.Terminated; term.ExitCode != 0 || !strings.HasPrefix(term.ContainerID, "containerd://") {
+			t.Errorf("dbg terminated %+v", term)
+		}
+		logs, err := kubectl(cn.c, "-n", cn.ns, "logs", "target", "-c", "dbg").CombinedOutput()
+		if err != nil || !strings.Contains(string(logs), "sleep 31337") || !strings.Contains(string(logs), "debug-done") {
+			t.Errorf("kubectl logs -c dbg (want the target's sleep 31337 in ps): %v\n%s", err, logs)
+		}
+		// Never restarted; the pod goes on as it was.
+		time.Sleep(3 * time.Second)
+		p = cn.getPod(t, "target")
+		if cs := ephemeral(p, "dbg"); cs.RestartCount != 0 || cs.State.Terminated == nil {
+			t.Errorf("dbg after exit: %+v", cs)
+		}
+		if !isReady(p) || mainStatus(p).RestartCount != 0 {
+			t.Errorf("target after debugging: ready %v, restarts %d", isReady(p), mainStatus(p).RestartCount)
+		}
+	})
+
+	t.Run("attached stdin", func(t *testing.T) {
+		cmd := kubectl(cn.c, "-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never",
+			"-c", "dbg-i", "--", "sh")
+		cmd.Stdin = strings.NewReader("echo via-$((6*7)); exit 0\n")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "via-42") {
+			t.Errorf("kubectl debug -i: %v\n%s", err, out)
+		}
+		cn.waitPod(t, cn.ns, "target", 60*time.Second, "dbg-i terminated", func(p *v1.Pod) bool {
+			cs := ephemeral(p, "dbg-i")
+			return cs != nil && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		})
+	})
+}
