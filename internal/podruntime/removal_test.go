@@ -44,8 +44,38 @@ func TestRemovePodDefersSandboxes(t *testing.T) {
 	if st := f.status(); len(st.Sandboxes) != 0 {
 		t.Fatalf("sandbox not removed once due: %+v", st.Sandboxes)
 	}
-	if f.m.RemovingSandboxes(f.pod.UID) {
-		t.Fatal("RemovingSandboxes true after removal")
+	// The PLEG may still list it for a relist or two: not an orphan yet.
+	if !f.m.removals.hasPod(f.pod.UID, removed.Add(122*time.Second+removalSettle)) {
+		t.Fatal("a pod whose sandbox was just removed is not removing any more")
+	}
+	if f.m.removals.hasPod(f.pod.UID, removed.Add(123*time.Second+removalSettle)) {
+		t.Fatal("still removing after the settle time")
+	}
+}
+
+// While a due sandbox is being removed (a batch takes a while), its pod
+// stays removing: housekeeping must not stop it again as an orphan.
+func TestRemovingWhileRemovalRuns(t *testing.T) {
+	var q removalQueue
+	now := time.Now()
+	q.add("pod-1", "sb-1", now)
+	q.add("pod-1", "sb-2", now.Add(time.Hour))
+	if taken := q.take(now); len(taken) != 1 || taken["sb-1"].pod != "pod-1" {
+		t.Fatalf("take: %v", taken)
+	}
+	q.add("pod-2", "sb-3", now)
+	taken := q.take(now)
+	if !q.hasPod("pod-2", now) {
+		t.Fatal("pod-2 not removing while its sandbox is taken")
+	}
+	for id := range taken {
+		q.finish(id, now)
+	}
+	if !q.hasPod("pod-2", now.Add(removalSettle)) || q.hasPod("pod-2", now.Add(removalSettle+time.Second)) {
+		t.Error("pod-2 removing for other than the settle time after finish")
+	}
+	if q.take(now.Add(removalSettle + time.Second)); len(q.done) != 0 {
+		t.Errorf("settled removals not forgotten: %v", q.done)
 	}
 }
 

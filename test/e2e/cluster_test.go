@@ -184,6 +184,14 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 		noneLeft(func(uid string) int { return len(containersOf(t, uid)) }))
 	waitFor(t, 90*time.Second, "sandboxes of the deleted pods removed",
 		noneLeft(func(uid string) int { return len(sandboxesOf(t, uid)) }))
+	// Cleaned up once: a pod whose sandbox is being (or was just) removed
+	// is no orphan to stop again.
+	time.Sleep(3 * time.Second)
+	for _, p := range pods.Items {
+		if strings.Contains(cn.log(), `"Stopping orphaned pod" pod="`+cn.ns+"/"+p.Name+`"`) {
+			t.Errorf("pod %s was stopped again as an orphan after its cleanup", p.Name)
+		}
+	}
 }
 
 // Must show 2b: a pod exiting 1 with restartPolicy Never ends Failed with
