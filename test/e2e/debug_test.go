@@ -59,7 +59,9 @@ func TestKubectlDebug(t *testing.T) {
 	t.Run("attached stdin", func(t *testing.T) {
 		cmd := kubectl(cn.c, "-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never",
 			"-c", "dbg-i", "--", "sh")
-		cmd.Stdin = strings.NewReader("echo via-$((6*7)); exit 0\n")
+		// The runtime may hook up stdin a moment before stdout: answer
+		// after a second, or the answer can be lost.
+		cmd.Stdin = strings.NewReader("sleep 1; echo via-$((6*7)); exit 0\n")
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "via-42") {
 			t.Errorf("kubectl debug -i: %v\n%s", err, out)
