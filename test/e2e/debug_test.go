@@ -3,6 +3,10 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
+	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -57,15 +61,47 @@ func TestKubectlDebug(t *testing.T) {
 	})
 
 	t.Run("attached stdin", func(t *testing.T) {
-		cmd := kubectl(cn.c, "-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never",
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		kc := kubectl(cn.c, "-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never",
 			"-c", "dbg-i", "--", "sh")
-		// The runtime may hook up stdin a moment before stdout: answer
-		// after a second, or the answer can be lost.
-		cmd.Stdin = strings.NewReader("sleep 1; echo via-$((6*7)); exit 0\n")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "via-42") {
-			t.Errorf("kubectl debug -i: %v\n%s", err, out)
+		cmd := exec.CommandContext(ctx, kc.Path, kc.Args[1:]...)
+		stdin, err := cmd.StdinPipe()
+		must(t, err)
+		stdout, err := cmd.StdoutPipe()
+		must(t, err)
+		cmd.Stderr = io.Discard
+		must(t, cmd.Start())
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		// Closing stdin ends the attach session: keep it open, and ask
+		// until the answer comes (the session may not be up at first).
+		got := make(chan bool, 1)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if sc.Text() == "via-42" {
+					got <- true
+					return
+				}
+			}
+		}()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+	ask:
+		for {
+			if _, err := io.WriteString(stdin, "echo via-$((6*7))\n"); err != nil {
+				t.Fatalf("write to kubectl debug -i: %v", err)
+			}
+			select {
+			case <-got:
+				break ask
+			case <-ctx.Done():
+				t.Fatal("no answer through kubectl debug -i")
+			case <-tick.C:
+			}
 		}
+		_, _ = io.WriteString(stdin, "exit 0\n")
+		_ = stdin.Close()
 		cn.waitPod(t, cn.ns, "target", 60*time.Second, "dbg-i terminated", func(p *v1.Pod) bool {
 			cs := ephemeral(p, "dbg-i")
 			return cs != nil && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
