@@ -100,8 +100,9 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	if !k.pods.ready(k.sources) {
 		return
 	}
+	listed := k.pleg.LastRelist() // before Pods: never newer than the list
 	for _, ref := range k.pleg.Pods() {
-		if _, wanted := k.pods.get(ref.UID); wanted || k.workers.Has(ref.UID) || k.runtime.RemovingSandboxes(ref.UID) {
+		if _, wanted := k.pods.get(ref.UID); wanted || k.workers.Has(ref.UID) || k.runtime.RemovingSandboxes(ref.UID, listed) {
 			continue
 		}
 		klog.InfoS("Stopping orphaned pod", "pod", klog.KRef(ref.Namespace, ref.Name), "podUID", ref.UID)

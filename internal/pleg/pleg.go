@@ -97,6 +97,14 @@ func (p *PLEG) Healthy() error {
 	return nil
 }
 
+// LastRelist is when the last successful relist listed the runtime: what
+// Pods returns is at least that recent.
+func (p *PLEG) LastRelist() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastOK
+}
+
 // Pods returns the pods of the last relist.
 func (p *PLEG) Pods() []cri.PodRef {
 	p.mu.Lock()

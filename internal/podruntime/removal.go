@@ -16,14 +16,12 @@ import (
 // containerd: in the churn benchmark (bench workload d) the sandbox phase's
 // p99 was 7.3 s with removal at once and 1.7 s with it a minute later.
 
-// removalSettle is how long a pod counts as removing its sandboxes after
-// the last removal: the PLEG's pod list lags the runtime by a relist (1 s,
-// more under load), and a pod it still shows is not an orphan to stop
-// again.
-const removalSettle = 10 * time.Second
+// doneKept bounds how long a finished removal is remembered: the PLEG
+// relists every second, and one this far behind is unhealthy anyway.
+const doneKept = 5 * time.Minute
 
 // removalQueue holds sandboxes waiting to be removed, being removed, and
-// removed within removalSettle.
+// when each pod's last removal finished.
 type removalQueue struct {
 	mu       sync.Mutex
 	due      map[string]pendingRemoval // by sandbox ID
@@ -64,7 +62,7 @@ func (q *removalQueue) take(now time.Time) map[string]pendingRemoval {
 		}
 	}
 	for pod, at := range q.done {
-		if now.Sub(at) > removalSettle {
+		if now.Sub(at) > doneKept {
 			delete(q.done, pod)
 		}
 	}
@@ -86,10 +84,12 @@ func (q *removalQueue) finish(sandboxID string, now time.Time) {
 	q.done[pod] = now
 }
 
-func (q *removalQueue) hasPod(pod types.UID, now time.Time) bool {
+// hasPod reports whether the pod has sandboxes queued or being removed,
+// or had one removed after listed.
+func (q *removalQueue) hasPod(pod types.UID, listed time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if at, ok := q.done[pod]; ok && now.Sub(at) <= removalSettle {
+	if at, ok := q.done[pod]; ok && at.After(listed) {
 		return true
 	}
 	for _, r := range q.due {
@@ -106,10 +106,11 @@ func (q *removalQueue) hasPod(pod types.UID, now time.Time) bool {
 }
 
 // RemovingSandboxes reports whether sandboxes of the pod wait for
-// removal, are being removed or were just removed: the pod is cleaned up
-// and must not be taken for an orphan meanwhile.
-func (m *Manager) RemovingSandboxes(pod types.UID) bool {
-	return m.removals.hasPod(pod, time.Now())
+// removal or are being removed, or one was removed after listed (when the
+// runtime was listed, e.g. by the PLEG, which then still shows it): the
+// pod is cleaned up and must not be taken for an orphan.
+func (m *Manager) RemovingSandboxes(pod types.UID, listed time.Time) bool {
+	return m.removals.hasPod(pod, listed)
 }
 
 // RunSandboxRemover removes deferred sandboxes once they are due, until ctx

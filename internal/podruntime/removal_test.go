@@ -25,7 +25,7 @@ func TestRemovePodDefersSandboxes(t *testing.T) {
 	if len(st.Containers) != 0 || len(st.Sandboxes) != 1 {
 		t.Fatalf("after RemovePod: want the containers gone and the sandbox kept, got %d containers, %d sandboxes", len(st.Containers), len(st.Sandboxes))
 	}
-	if !f.m.RemovingSandboxes(f.pod.UID) {
+	if !f.m.RemovingSandboxes(f.pod.UID, removed) {
 		t.Fatal("RemovingSandboxes false while the sandbox waits")
 	}
 
@@ -37,19 +37,20 @@ func TestRemovePodDefersSandboxes(t *testing.T) {
 	// A failed removal is retried a delay later.
 	f.rt.InjectError("RemovePodSandbox", errors.New("runtime busy"))
 	f.m.removeDue(ctx, removed.Add(61*time.Second))
-	if n := len(f.status().Sandboxes); n != 1 || !f.m.RemovingSandboxes(f.pod.UID) {
-		t.Fatalf("after a failed removal: %d sandboxes, still queued %v", n, f.m.RemovingSandboxes(f.pod.UID))
+	if n := len(f.status().Sandboxes); n != 1 || !f.m.RemovingSandboxes(f.pod.UID, removed) {
+		t.Fatalf("after a failed removal: %d sandboxes, still queued %v", n, f.m.RemovingSandboxes(f.pod.UID, removed))
 	}
 	f.m.removeDue(ctx, removed.Add(122*time.Second))
 	if st := f.status(); len(st.Sandboxes) != 0 {
 		t.Fatalf("sandbox not removed once due: %+v", st.Sandboxes)
 	}
-	// The PLEG may still list it for a relist or two: not an orphan yet.
-	if !f.m.removals.hasPod(f.pod.UID, removed.Add(122*time.Second+removalSettle)) {
-		t.Fatal("a pod whose sandbox was just removed is not removing any more")
+	// A listing from before the removal still shows it: not an orphan.
+	// One from after it does not show it.
+	if !f.m.RemovingSandboxes(f.pod.UID, removed.Add(121*time.Second)) {
+		t.Fatal("a pod whose sandbox was removed after the listing is not removing")
 	}
-	if f.m.removals.hasPod(f.pod.UID, removed.Add(123*time.Second+removalSettle)) {
-		t.Fatal("still removing after the settle time")
+	if f.m.RemovingSandboxes(f.pod.UID, removed.Add(123*time.Second)) {
+		t.Fatal("still removing for a listing taken after the removal")
 	}
 }
 
@@ -65,17 +66,17 @@ func TestRemovingWhileRemovalRuns(t *testing.T) {
 	}
 	q.add("pod-2", "sb-3", now)
 	taken := q.take(now)
-	if !q.hasPod("pod-2", now) {
+	if !q.hasPod("pod-2", now.Add(time.Hour)) {
 		t.Fatal("pod-2 not removing while its sandbox is taken")
 	}
 	for id := range taken {
 		q.finish(id, now)
 	}
-	if !q.hasPod("pod-2", now.Add(removalSettle)) || q.hasPod("pod-2", now.Add(removalSettle+time.Second)) {
-		t.Error("pod-2 removing for other than the settle time after finish")
+	if !q.hasPod("pod-2", now.Add(-time.Second)) || q.hasPod("pod-2", now.Add(time.Second)) {
+		t.Error("pod-2 removing for other than listings older than its removal")
 	}
-	if q.take(now.Add(removalSettle + time.Second)); len(q.done) != 0 {
-		t.Errorf("settled removals not forgotten: %v", q.done)
+	if q.take(now.Add(doneKept + time.Second)); len(q.done) != 0 {
+		t.Errorf("old removals not forgotten: %v", q.done)
 	}
 }
 
@@ -89,7 +90,7 @@ func TestRemovePodAtOnceWithoutDelay(t *testing.T) {
 	if err := f.m.RemovePod(ctx, f.status()); err != nil {
 		t.Fatal(err)
 	}
-	if st := f.status(); len(st.Sandboxes) != 0 || f.m.RemovingSandboxes(f.pod.UID) {
+	if st := f.status(); len(st.Sandboxes) != 0 || f.m.RemovingSandboxes(f.pod.UID, time.Now()) {
 		t.Fatalf("with no delay the sandbox goes at once: %+v", st.Sandboxes)
 	}
 }
