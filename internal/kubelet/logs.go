@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // ContainerLog is the kubelet's logs.Source: it finds the container the
@@ -24,7 +25,7 @@ func (k *Kubelet) ContainerLog(ctx context.Context, namespace, name, container s
 	if !ok {
 		return logs.Log{}, logs.NotFound("pod %q does not exist", name)
 	}
-	if !hasContainer(pod, container) {
+	if podspec.Container(&pod.Spec, container) == nil {
 		return logs.Log{}, logs.NotFound("container %q not found in pod %q", container, name)
 	}
 	st, ok := k.statuses.Get(pod.UID)
@@ -51,22 +52,6 @@ func (k *Kubelet) ContainerLog(ctx context.Context, namespace, name, container s
 		return err == nil && r.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING
 	}
 	return logs.Log{Path: path, Running: running}, nil
-}
-
-func hasContainer(pod *v1.Pod, name string) bool {
-	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == name {
-				return true
-			}
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // logContainerID picks the container instance whose log to read, with

@@ -88,6 +88,18 @@ func forEachContainer(spec *v1.PodSpec, fn func(c *v1.Container)) {
 	}
 }
 
+// Container returns the init, app or ephemeral container of that name,
+// or nil.
+func Container(spec *v1.PodSpec, name string) *v1.Container {
+	var found *v1.Container
+	forEachContainer(spec, func(c *v1.Container) {
+		if found == nil && c.Name == name {
+			found = c
+		}
+	})
+	return found
+}
+
 func defaultContainer(c *v1.Container) {
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = defaultPullPolicy(c.Image)

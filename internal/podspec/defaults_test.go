@@ -261,3 +261,24 @@ func assertEqual(t *testing.T, got, want any) {
 		t.Errorf("mismatch\ngot:  %s\nwant: %s", g, w)
 	}
 }
+
+func TestContainer(t *testing.T) {
+	spec := &v1.PodSpec{
+		InitContainers:      []v1.Container{{Name: "init"}},
+		Containers:          []v1.Container{{Name: "app"}},
+		EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug"}}},
+	}
+	for _, name := range []string{"init", "app", "debug"} {
+		if c := Container(spec, name); c == nil || c.Name != name {
+			t.Errorf("Container(%q) = %v", name, c)
+		}
+	}
+	if c := Container(spec, "none"); c != nil {
+		t.Errorf("Container(none) = %v", c)
+	}
+	// It is the spec's own container, not a copy.
+	Container(spec, "debug").Image = "busybox"
+	if spec.EphemeralContainers[0].Image != "busybox" {
+		t.Error("Container returned a copy")
+	}
+}

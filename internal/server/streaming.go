@@ -22,6 +22,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubelet/pkg/cri/streaming/portforward"
 	"k8s.io/kubelet/pkg/cri/streaming/remotecommand"
+
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // ErrNotFound is what Host lookups wrap when a pod, container or sandbox
@@ -128,7 +130,7 @@ func (s *streamer) attach(w http.ResponseWriter, r *http.Request) {
 	}
 	// Whether the process has a terminal was fixed when it started: the
 	// attach must match the container's spec, not the request.
-	spec := containerSpec(pod, r.PathValue("container"))
+	spec := podspec.Container(&pod.Spec, r.PathValue("container"))
 	if spec == nil {
 		http.Error(w, fmt.Sprintf("container %s not found in pod %s/%s", r.PathValue("container"), pod.Namespace, pod.Name), http.StatusNotFound)
 		return
@@ -196,27 +198,6 @@ func (s *streamer) run(w http.ResponseWriter, r *http.Request) {
 	// Upstream labels the raw output JSON; clients read it as text.
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(append(stdout, stderr...))
-}
-
-// containerSpec is the pod's container, init container or ephemeral
-// container of that name.
-func containerSpec(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		}
-	}
-	return nil
 }
 
 // proxyStream proxies the upgraded connection to the runtime's streaming
