@@ -140,15 +140,7 @@ func (m *Manager) removeDue(ctx context.Context, now time.Time) {
 		} else {
 			klog.V(4).InfoS("Removed pod sandbox", "podUID", r.pod, "sandbox", id)
 		}
-		// The later of now and the clock: removing many sandboxes takes
-		// a while, and tests pass a now in the future.
-		m.removals.finish(id, later(now, time.Now()))
+		// The clock, not now: removing many sandboxes takes a while.
+		m.removals.finish(id, time.Now())
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

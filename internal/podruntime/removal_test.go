@@ -40,16 +40,18 @@ func TestRemovePodDefersSandboxes(t *testing.T) {
 	if n := len(f.status().Sandboxes); n != 1 || !f.m.RemovingSandboxes(f.pod.UID, removed) {
 		t.Fatalf("after a failed removal: %d sandboxes, still queued %v", n, f.m.RemovingSandboxes(f.pod.UID, removed))
 	}
+	listedBefore := time.Now()
 	f.m.removeDue(ctx, removed.Add(122*time.Second))
+	listedAfter := time.Now()
 	if st := f.status(); len(st.Sandboxes) != 0 {
 		t.Fatalf("sandbox not removed once due: %+v", st.Sandboxes)
 	}
 	// A listing from before the removal still shows it: not an orphan.
 	// One from after it does not show it.
-	if !f.m.RemovingSandboxes(f.pod.UID, removed.Add(121*time.Second)) {
+	if !f.m.RemovingSandboxes(f.pod.UID, listedBefore) {
 		t.Fatal("a pod whose sandbox was removed after the listing is not removing")
 	}
-	if f.m.RemovingSandboxes(f.pod.UID, removed.Add(123*time.Second)) {
+	if f.m.RemovingSandboxes(f.pod.UID, listedAfter) {
 		t.Fatal("still removing for a listing taken after the removal")
 	}
 }
