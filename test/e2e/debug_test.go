@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -61,44 +58,12 @@ func TestKubectlDebug(t *testing.T) {
 	})
 
 	t.Run("attached stdin", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		kc := kubectl(cn.c, "-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never",
-			"-c", "dbg-i", "--", "sh")
-		cmd := exec.CommandContext(ctx, kc.Path, kc.Args[1:]...)
-		stdin, err := cmd.StdinPipe()
-		must(t, err)
-		stdout, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = io.Discard
-		must(t, cmd.Start())
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		// Closing stdin ends the attach session: keep it open, and ask
-		// until the answer comes (the session may not be up at first).
-		got := make(chan bool, 1)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if sc.Text() == "via-42" {
-					got <- true
-					return
-				}
-			}
-		}()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-	ask:
-		for {
-			if _, err := io.WriteString(stdin, "echo via-$((6*7))\n"); err != nil {
-				t.Fatalf("write to kubectl debug -i: %v", err)
-			}
-			select {
-			case <-got:
-				break ask
-			case <-ctx.Done():
-				t.Fatal("no answer through kubectl debug -i")
-			case <-tick.C:
-			}
+		// Closing stdin ends the attach session: it stays open until the
+		// answer has come.
+		line, stdin := converse(t, cn.c, "echo via-$((6*7))", "via-",
+			"-n", cn.ns, "debug", "-i", "target", "--image="+busybox, "--image-pull-policy=Never", "-c", "dbg-i", "--", "sh")
+		if line != "via-42" {
+			t.Errorf("kubectl debug -i answered %q", line)
 		}
 		_, _ = io.WriteString(stdin, "exit 0\n")
 		_ = stdin.Close()

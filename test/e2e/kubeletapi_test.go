@@ -293,45 +293,9 @@ func TestKubectlThroughKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd := kubectl(cn.c, "-n", cn.ns, "attach", "-i", "talk", "-c", "main")
-		cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-		stdin, err := cmd.StdinPipe()
-		must(t, err)
-		stdout, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = io.Discard
-		must(t, cmd.Start())
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		// The session may not be up when the first line goes: say it
-		// until the container answers.
-		got := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if strings.HasPrefix(sc.Text(), "got:") {
-					got <- sc.Text()
-					return
-				}
-			}
-		}()
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := io.WriteString(stdin, "hello-attach\n"); err != nil {
-				t.Fatalf("write to kubectl attach: %v", err)
-			}
-			select {
-			case line := <-got:
-				if line != "got:hello-attach" {
-					t.Errorf("attach echoed %q", line)
-				}
-				return
-			case <-ctx.Done():
-				t.Fatalf("no answer through kubectl attach")
-			case <-tick.C:
-			}
+		line, _ := converse(t, cn.c, "hello-attach", "got:", "-n", cn.ns, "attach", "-i", "talk", "-c", "main")
+		if line != "got:hello-attach" {
+			t.Errorf("attach echoed %q", line)
 		}
 	})
 
@@ -414,6 +378,48 @@ func TestKubectlThroughKubeletAPI(t *testing.T) {
 			t.Errorf("configz port %v readOnlyPort %v, want %d and %d", cz.Kubeletconfig["port"], cz.Kubeletconfig["readOnlyPort"], cn.apiPort, cn.port)
 		}
 	})
+}
+
+// converse runs kubectl with args, its stdin held open, and says say every
+// second until a line of its stdout starts with prefix (the session may
+// not be up when the first line goes). It returns that line and the
+// still-open stdin; kubectl is killed when the test ends.
+func converse(t *testing.T, c *cluster.Cluster, say, prefix string, args ...string) (string, io.WriteCloser) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	kc := kubectl(c, args...)
+	cmd := exec.CommandContext(ctx, kc.Path, kc.Args[1:]...)
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = io.Discard
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); cancel() })
+	got := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), prefix) {
+				got <- sc.Text()
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if _, err := io.WriteString(stdin, say+"\n"); err != nil {
+			t.Fatalf("write to kubectl %s: %v", args, err)
+		}
+		select {
+		case line := <-got:
+			return line, stdin
+		case <-ctx.Done():
+			t.Fatalf("no answer through kubectl %s", args)
+		case <-tick.C:
+		}
+	}
 }
 
 // shellQuote joins args for sh -c.
