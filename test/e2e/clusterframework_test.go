@@ -227,6 +227,18 @@ func busyboxPod(name, script string) *v1.Pod {
 	}
 }
 
+// traceDir is a host directory any container user may write, and the
+// volume and mount that put it at /trace: tests read there what
+// containers note.
+func traceDir(t *testing.T) (string, []v1.Volume, []v1.VolumeMount) {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o777))
+	dirType := v1.HostPathDirectory
+	vol := []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
+	return dir, vol, []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+}
+
 // sleeper traps TERM so deletion is prompt, as a well-behaved workload.
 const sleeper = "trap 'exit 0' TERM; while true; do sleep 1; done"
 

@@ -47,16 +47,13 @@ func TestLifecycleHooks(t *testing.T) {
 	}
 	host, port, _ := net.SplitHostPort(l.Addr().String())
 
-	dir := t.TempDir()
-	must(t, os.Chmod(dir, 0o777))
-	dirType := v1.HostPathDirectory
+	dir, vol, mount := traceDir(t)
 	trace := func() []string {
 		b, _ := os.ReadFile(filepath.Join(dir, "log"))
 		return strings.Fields(string(b))
 	}
 	p := busyboxPod("hooks", "echo main >> /trace/log; trap 'echo term >> /trace/log; exit 0' TERM; while true; do sleep 0.2; done")
-	p.Spec.Volumes = []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+	p.Spec.Volumes, p.Spec.Containers[0].VolumeMounts = vol, mount
 	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{
 		PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo poststart >> /trace/log"}}},
 		PreStop:   &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", "echo prestop >> /trace/log"}}},
@@ -133,12 +130,9 @@ func TestPreStopSleepHook(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
 
-	dir := t.TempDir()
-	must(t, os.Chmod(dir, 0o777))
-	dirType := v1.HostPathDirectory
+	dir, vol, mount := traceDir(t)
 	p := busyboxPod("hooks-sleep", "trap 'date +%s > /trace/term; exit 0' TERM; while true; do sleep 0.2; done")
-	p.Spec.Volumes = []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+	p.Spec.Volumes, p.Spec.Containers[0].VolumeMounts = vol, mount
 	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 5}}}
 	grace := int64(30) // the sleep fits in it
 	p.Spec.TerminationGracePeriodSeconds = &grace

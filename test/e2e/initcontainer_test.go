@@ -94,11 +94,7 @@ func TestInitContainers(t *testing.T) {
 func TestSidecars(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
-	dir := t.TempDir()
-	must(t, os.Chmod(dir, 0o777))
-	hostPathType := v1.HostPathDirectory
-	vol := []v1.Volume{{Name: "trace", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &hostPathType}}}}
-	mount := []v1.VolumeMount{{Name: "trace", MountPath: "/trace"}}
+	dir, vol, mount := traceDir(t)
 	always := v1.ContainerRestartPolicyAlways
 	// A sidecar notes its start, and its SIGTERM, in the pod's trace file.
 	side := func(pod, name string) v1.Container {
