@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -100,10 +102,11 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "underscored klog flags are accepted",
-			args: []string{"--v=3", "--log_file_max_size=10", "--logtostderr=true", "--vmodule=foo=2"},
+			name: "logging flags, underscores accepted",
+			args: []string{"--v=3", "--log_flush_frequency=2s", "--vmodule=foo=2"},
 			check: func(t *testing.T, r *result) {
-				r.eq(t, "node name", r.cfg.NodeName, "node-a.example.com")
+				r.eq(t, "verbosity", uint32(r.cfg.Kubelet.Logging.Verbosity), uint32(3))
+				r.eq(t, "flush", r.cfg.Kubelet.Logging.FlushFrequency.Duration.Duration, 2*time.Second)
 			},
 		},
 	}
@@ -195,7 +198,9 @@ func TestRunExitCodes(t *testing.T) {
 		code        int
 		out, errOut string
 	}{
-		{"version", []string{"--version"}, 0, "Skiff " + version + " (Kubernetes v1.34)", ""},
+		{"version", []string{"--version"}, 0, "Kubernetes v1.34.4+skiff.", ""},
+		{"raw version", []string{"--version=raw"}, 0, `GitVersion:"v1.34.4+skiff.`, ""},
+		{"bad version", []string{"--version=v9"}, 2, "", "--version=v9"},
 		{"help", []string{"--help"}, 0, "--pod-infra-container-image", ""},
 		{"bad flag", []string{"--nope"}, 2, "", "skiff: unknown flag: --nope"},
 		{"bad config", []string{"--config", "/nonexistent/skiff.yaml"}, 1, "", "skiff: config file /nonexistent/skiff.yaml"},
@@ -216,22 +221,17 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func TestKlogFlagsAreRegistered(t *testing.T) {
-	var o options
-	fs := newFlagSet(&o, nil)
-	for _, name := range []string{"v", "vmodule", "logtostderr", "log-file", "log_file"} {
-		if fs.Lookup(name) == nil {
-			t.Errorf("flag --%s not registered", name)
-		}
-	}
-	// -v is also usable in its short form, as with the kubelet.
-	if err := fs.Parse([]string{"-v", "4"}); err != nil {
+func TestLoggingFlagsAreRegistered(t *testing.T) {
+	kc := defaultConfig()
+	fs := newFlagSet(&options{}, kc, io.Discard)
+	// -v is also usable in its short form, as with the kubelet, and lands
+	// in the logging configuration.
+	if err := fs.Parse([]string{"-v", "4", "--vmodule=foo=2", "--logging-format=json"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := fs.Lookup("v").Value.String(); got != "4" {
-		t.Errorf("-v 4 gave verbosity %q", got)
+	if kc.Logging.Verbosity != 4 || len(kc.Logging.VModule) != 1 || kc.Logging.Format != "json" {
+		t.Errorf("logging config %+v", kc.Logging)
 	}
-	_ = fs.Set("v", "0") // klog's verbosity is global
 }
 
 type result struct{ cfg kubelet.Config }
