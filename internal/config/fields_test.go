@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -145,5 +148,32 @@ func TestMergeDropInsLikeAJSONMergePatch(t *testing.T) {
 	}
 	if _, err := MergeDropIns(base, dir); err == nil {
 		t.Error("an empty drop-in was accepted")
+	}
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	for _, tc := range []struct {
+		gates       map[string]bool
+		max         time.Duration
+		wantInitial time.Duration
+		wantMaximum time.Duration
+	}{
+		{nil, 0, 10 * time.Second, 300 * time.Second},
+		{map[string]bool{"KubeletCrashLoopBackOffMax": true}, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+		{map[string]bool{"KubeletCrashLoopBackOffMax": true}, 2 * time.Second, 2 * time.Second, 2 * time.Second},
+		{map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true}, 0, time.Second, 60 * time.Second},
+	} {
+		c := &kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: tc.gates}
+		if tc.max > 0 {
+			c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: tc.max}
+		}
+		SetDefaults(c)
+		if err := Validate(c); err != nil {
+			t.Fatal(err)
+		}
+		initial, maximum := CrashLoopBackOff(c)
+		if initial != tc.wantInitial || maximum != tc.wantMaximum {
+			t.Errorf("%v max %v: got %v..%v, want %v..%v", tc.gates, tc.max, initial, maximum, tc.wantInitial, tc.wantMaximum)
+		}
 	}
 }

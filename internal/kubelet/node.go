@@ -20,6 +20,7 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 		NodeLabels:     k.cfg.NodeLabels,
 		RootDir:        k.cfg.RootDir,
 		Runtime:        k.cri.Runtime,
+		Images:         k.cri.Images,
 		KubeletVersion: Version,
 		Recorder:       k.recorder,
 		HealthChecks:   []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
