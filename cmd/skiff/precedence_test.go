@@ -139,7 +139,11 @@ func TestUnimplementedFlagsAreAcceptedWithAWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined := strings.Join(p.warnings, "\n")
+	var flags []string
+	for _, w := range p.warnings {
+		flags = append(flags, w.flag)
+	}
+	joined := strings.Join(flags, "\n")
 	for _, name := range []string{"--lock-file", "--housekeeping-interval", "--cloud-provider", "--runtime-cgroups"} {
 		if !strings.Contains(joined, name) {
 			t.Errorf("no warning names %s: %q", name, joined)
@@ -176,7 +180,7 @@ func TestKindNodeArguments(t *testing.T) {
 	r.eq(t, "endpoint", kc.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock")
 	r.eq(t, "syncFrequency (0s defaults)", kc.SyncFrequency.Duration, time.Minute)
 	r.eq(t, "failSwapOn", *kc.FailSwapOn, false)
-	if len(p.warnings) != 1 || !strings.Contains(p.warnings[0], "--runtime-cgroups") {
+	if len(p.warnings) != 1 || p.warnings[0].flag != "--runtime-cgroups" {
 		t.Errorf("flag warnings %v", p.warnings)
 	}
 }
