@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -107,7 +108,18 @@ func start(cfg kubelet.Config, flagWarnings []flagWarning) error {
 		return err
 	}
 	setMaxOpenFiles(kc.MaxOpenFiles)
+	if kc.OOMScoreAdj != nil {
+		setOOMScoreAdj(*kc.OOMScoreAdj)
+	}
 	return nil
+}
+
+// setOOMScoreAdj gives Skiff's own process oomScoreAdj, as upstream; as
+// upstream, a failure (lowering it needs CAP_SYS_RESOURCE) is logged.
+func setOOMScoreAdj(v int32) {
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(int(v))), 0); err != nil {
+		klog.InfoS("Failed to apply oomScoreAdj", "oomScoreAdj", v, "err", err)
+	}
 }
 
 // setMaxOpenFiles sets RLIMIT_NOFILE as upstream does; as upstream, a

@@ -78,7 +78,7 @@ var Fields = []Field{
 	{"enableContentionProfiling", NoEffect, "no profiling handlers are served"},
 	{"healthzPort", Honoured, ""},
 	{"healthzBindAddress", Honoured, ""},
-	{"oomScoreAdj", NoEffect, "Skiff does not change its own oom_score_adj"},
+	{"oomScoreAdj", Honoured, "Skiff's own process; lowering it needs CAP_SYS_RESOURCE"},
 	{"clusterDomain", Honoured, ""},
 	{"clusterDNS", Honoured, ""},
 	{"streamingConnectionIdleTimeout", NoEffect, "streams are proxied to the runtime's streaming server, which keeps its own timeout"},

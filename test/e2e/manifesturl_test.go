@@ -55,7 +55,8 @@ func urlPod(name, script string) string {
 // staticPodURLHeader, fetched every httpCheckFrequency) run and follow the
 // URL's answer; a failing URL keeps them. The same Skiff logs in JSON
 // (logging.format) and caps the restart back-off at
-// crashLoopBackOff.maxContainerRestartPeriod.
+// crashLoopBackOff.maxContainerRestartPeriod, and sets its own
+// oom_score_adj.
 func TestManifestURLPods(t *testing.T) {
 	srv := &manifestServer{}
 	srv.set(staticPod("from-url", "exec sleep 3600", ""))
@@ -75,10 +76,16 @@ featureGates:
   KubeletCrashLoopBackOffMax: true
 crashLoopBackOff:
   maxContainerRestartPeriod: 1s
+oomScoreAdj: 500
 `, ts.URL)
 	must(t, err)
 	must(t, f.Close())
 	n.start()
+
+	// Raising a process's own oom_score_adj needs no privilege.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", n.cmd.Process.Pid)); err != nil || strings.TrimSpace(string(b)) != "500" {
+		t.Errorf("Skiff's oom_score_adj %q (%v), want 500", b, err)
+	}
 
 	p := n.waitRunning("from-url-"+nodeName, 60*time.Second)
 	if p.Annotations["kubernetes.io/config.source"] != "http" || p.Spec.NodeName != nodeName {
