@@ -185,7 +185,7 @@ func TestAuthorizationAsUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ours := newAccessReviewer(c.AuthorizationV1().SubjectAccessReviews(), time.Minute, time.Minute, b)
+		ours := newAccessReviewer(c.AuthorizationV1().SubjectAccessReviews(), time.Minute, time.Minute, b, ReviewLimits{})
 		u := &User{Name: "alice", UID: "u1", Groups: []string{"g", "system:authenticated"}, Extra: map[string][]string{"k": {"v"}}}
 		for _, sub := range []string{"stats", "proxy"} {
 			rv.specs = nil
