@@ -170,9 +170,12 @@ func tooManyRequests(w http.ResponseWriter) {
 //	/configz              configz, proxy
 //	anything else         proxy (exec, attach, portForward, run, containerLogs, ...)
 func requestAttributes(u *User, r *http.Request, nodeName string) []attributes {
+	// Other methods, HEAD among them, get no verb, as upstream's
+	// nodeAuthorizerAttributesGetter: a SubjectAccessReview with an
+	// empty verb, which only rules for every verb ("*") allow.
 	var verb string
 	switch r.Method {
-	case http.MethodGet, http.MethodHead:
+	case http.MethodGet:
 		verb = "get"
 	case http.MethodPost:
 		verb = "create"
