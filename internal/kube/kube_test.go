@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +96,78 @@ func TestNewInformer(t *testing.T) {
 	defer mu.Unlock()
 	if len(selectors) == 0 || selectors[0] != "spec.nodeName=n1" {
 		t.Errorf("list field selectors %q, want spec.nodeName=n1", selectors)
+	}
+}
+
+// An unthrottled client has no rate limiter, sends through the main
+// client's transport, and gives up on a stuck request after its timeout.
+func TestNewUnthrottled(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	count := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces/ns/pods/stuck" {
+			<-release
+		}
+		mu.Lock()
+		count++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := &countingTransport{rt: http.DefaultTransport}
+	main := &rest.Config{Host: srv.URL, QPS: 1, Burst: 1, Transport: tr}
+	hb, err := NewUnthrottled(main, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, rc := range map[string]rest.Interface{
+		"core": hb.CoreV1().RESTClient(), "coordination": hb.CoordinationV1().RESTClient(),
+		"authentication": hb.AuthenticationV1().RESTClient(), "authorization": hb.AuthorizationV1().RESTClient(),
+	} {
+		if rc.GetRateLimiter() != nil {
+			t.Errorf("the %s client has a rate limiter", name)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = hb.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n", metav1.GetOptions{})
+		}()
+	}
+	wg.Wait()
+	if tr.n.Load() != 50 {
+		t.Errorf("%d requests went through the main client's transport, want 50", tr.n.Load())
+	}
+	_, err = hb.CoreV1().Pods("ns").Get(ctx, "stuck", metav1.GetOptions{})
+	if err == nil {
+		t.Error("a request the server never answers succeeded")
+	}
+	if main.QPS != 1 || main.Burst != 1 || main.Timeout != 0 {
+		t.Errorf("the main config changed: %+v", main)
+	}
+}
+
+type countingTransport struct {
+	rt http.RoundTripper
+	n  atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+func TestHeartbeatTimeout(t *testing.T) {
+	if got := HeartbeatTimeout(10*time.Second, 40); got != 10*time.Second {
+		t.Errorf("10s, 40s lease: %s", got)
+	}
+	if got := HeartbeatTimeout(time.Minute, 40); got != 40*time.Second {
+		t.Errorf("1m, 40s lease: %s", got)
 	}
 }

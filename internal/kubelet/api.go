@@ -42,8 +42,8 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 	}
 	ac := server.AuthConfig{NodeName: k.cfg.NodeName, Authentication: kc.Authentication, Authorization: kc.Authorization}
 	if k.client != nil {
-		ac.TokenReviews = k.client.AuthenticationV1()
-		ac.SubjectAccessReviews = k.client.AuthorizationV1()
+		ac.TokenReviews = k.apis.reviews.AuthenticationV1()
+		ac.SubjectAccessReviews = k.apis.reviews.AuthorizationV1()
 	}
 	auth, err := server.NewAuth(ac)
 	if err != nil {

@@ -25,29 +25,50 @@ type nodeInfo interface {
 	Node() *v1.Node
 }
 
-// newClient builds the apiserver client from --kubeconfig with the
+// apiClients are Skiff's apiserver clients. They share one transport:
+// the same credentials, certificate rotation and connections.
+type apiClients struct {
+	// main is rate-limited by kubeAPIQPS and kubeAPIBurst.
+	main kube.Interface
+	// heartbeat renews the Lease and posts the node status, unthrottled
+	// and with upstream's timeout, as upstream's heartbeat client.
+	heartbeat kube.Interface
+	// reviews makes the kubelet API's TokenReviews and
+	// SubjectAccessReviews: anyone reaching the API can cause them, so
+	// they stay off main's rate limiter and the server bounds them.
+	reviews kube.Interface
+}
+
+// newClient builds the apiserver clients from --kubeconfig with the
 // configured QPS, burst and content type, TLS-bootstrapping the
 // kubeconfig first when --bootstrap-kubeconfig asks for it. The returned
 // credentials must Run when rotateCertificates is on.
-func newClient(ctx context.Context, cfg Config) (kube.Interface, *certs.Client, error) {
+func newClient(ctx context.Context, cfg Config) (apiClients, *certs.Client, error) {
 	kc := cfg.Kubelet
 	creds, err := certs.LoadClient(ctx, certs.ClientConfig{
 		Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
 		CertDir: certDir(cfg), NodeName: cfg.NodeName, Rotate: kc.RotateCertificates,
 	})
 	if err != nil {
-		return nil, nil, err
+		return apiClients{}, nil, err
 	}
 	rc := creds.Config
 	rc.QPS = float32(*kc.KubeAPIQPS)
 	rc.Burst = int(kc.KubeAPIBurst)
 	rc.ContentType = kc.ContentType
 	rc.UserAgent = fmt.Sprintf("skiff/%s (%s/%s)", Version, runtime.GOOS, runtime.GOARCH)
-	client, err := kube.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create apiserver client: %w", err)
+	var c apiClients
+	if c.main, err = kube.NewForConfig(rc); err != nil {
+		return apiClients{}, nil, fmt.Errorf("create apiserver client: %w", err)
 	}
-	return client, creds, nil
+	timeout := kube.HeartbeatTimeout(kc.NodeStatusUpdateFrequency.Duration, kc.NodeLeaseDurationSeconds)
+	if c.heartbeat, err = kube.NewUnthrottled(rc, timeout); err != nil {
+		return apiClients{}, nil, fmt.Errorf("create heartbeat client: %w", err)
+	}
+	if c.reviews, err = kube.NewUnthrottled(rc, 0); err != nil {
+		return apiClients{}, nil, fmt.Errorf("create the kubelet API's review client: %w", err)
+	}
+	return c, creds, nil
 }
 
 // certDir holds the kubelet's certificates: <root-dir>/pki, as upstream's

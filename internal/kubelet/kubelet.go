@@ -76,6 +76,7 @@ type Kubelet struct {
 
 	// Cluster mode only; nil when standalone.
 	client    kube.Interface
+	apis      apiClients // client is apis.main
 	statusMgr *statusmanager.Manager
 	node      nodeInfo
 	serving   *certs.Serving // serverTLSBootstrap's certificate; nil otherwise
@@ -138,9 +139,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var creds *certs.Client
 	if cfg.Kubeconfig != "" {
-		if k.client, creds, err = newClient(ctx, cfg); err != nil {
+		if k.apis, creds, err = newClient(ctx, cfg); err != nil {
 			return err
 		}
+		k.client = k.apis.main
 		k.recorder = newEventRecorder(ctx, k.client.CoreV1(), cfg)
 		k.statusMgr = statusmanager.New(k.client.CoreV1(), k)
 	}

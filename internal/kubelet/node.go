@@ -24,6 +24,8 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 		KubeletVersion: Version,
 		Recorder:       k.recorder,
 		HealthChecks:   []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
+
+		HeartbeatClient: k.apis.heartbeat,
 	})
 	if err != nil {
 		return err

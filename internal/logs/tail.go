@@ -9,11 +9,19 @@ const blockSize = 32 << 10
 
 // backward yields a file's lines from the last to the first, reading
 // blocks from the end: a tail of a large log reads little of it.
+//
+// The work is linear in the bytes read, however long a line is: blocks
+// are read into the front of mem, which grows by doubling when full, so
+// an unfinished line is not copied again for every block, and only the
+// new block is searched for a newline.
 type backward struct {
-	r    io.ReaderAt
-	pos  int64  // file offset of buf[0]
-	buf  []byte // the file's bytes [pos, pos+len(buf)) not yet returned
-	done bool
+	r     io.ReaderAt
+	pos   int64  // file offset of buf[0]
+	mem   []byte // backing store; buf is mem[head:head+len(buf)]
+	head  int
+	buf   []byte // the file's bytes [pos, pos+len(buf)) not yet returned
+	clean int    // the last clean bytes of buf hold no newline
+	done  bool
 }
 
 func newBackward(r io.ReaderAt, size int64) *backward {
@@ -23,13 +31,15 @@ func newBackward(r io.ReaderAt, size int64) *backward {
 // next returns the previous line, without its newline, and its offset;
 // ok is false once the first line has been returned. The last "line" is
 // what follows the last newline: empty, or a record still being written.
+// The line is valid until the next call.
 func (b *backward) next() (line []byte, off int64, ok bool, err error) {
 	for {
-		if i := bytes.LastIndexByte(b.buf, '\n'); i >= 0 {
+		if i := bytes.LastIndexByte(b.buf[:len(b.buf)-b.clean], '\n'); i >= 0 {
 			line, off = b.buf[i+1:], b.pos+int64(i)+1
-			b.buf = b.buf[:i]
+			b.buf, b.clean = b.buf[:i], 0
 			return line, off, true, nil
 		}
+		b.clean = len(b.buf)
 		if b.pos == 0 {
 			if b.done {
 				return nil, 0, false, nil
@@ -37,14 +47,29 @@ func (b *backward) next() (line []byte, off int64, ok bool, err error) {
 			b.done = true
 			return b.buf, 0, true, nil
 		}
-		n := min(int64(blockSize), b.pos)
-		grown := make([]byte, int(n)+len(b.buf))
-		if _, err := b.r.ReadAt(grown[:n], b.pos-n); err != nil {
+		if err := b.readBlock(); err != nil {
 			return nil, 0, false, err
 		}
-		copy(grown[n:], b.buf)
-		b.buf, b.pos = grown, b.pos-n
 	}
+}
+
+// readBlock prepends the block before pos to buf.
+func (b *backward) readBlock() error {
+	n := int(min(int64(blockSize), b.pos))
+	if b.head < n {
+		// Room for buf, the block, and as much again before them.
+		grown := make([]byte, 2*(len(b.buf)+n))
+		b.head = len(grown) - len(b.buf)
+		copy(grown[b.head:], b.buf)
+		b.mem = grown
+	}
+	if _, err := b.r.ReadAt(b.mem[b.head-n:b.head], b.pos-int64(n)); err != nil {
+		return err
+	}
+	b.head -= n
+	b.buf = b.mem[b.head : b.head+n+len(b.buf)]
+	b.pos -= int64(n)
+	return nil
 }
 
 // tailStart finds where the last n lines of the wanted streams begin in a

@@ -62,8 +62,13 @@ type Client interface {
 type Config struct {
 	// Client is the apiserver client; nil means standalone: no
 	// registration, status posting or lease, only Node() for admission.
-	Client   Client
-	NodeName string
+	Client Client
+	// HeartbeatClient renews the Lease and posts the node status: as
+	// upstream's heartbeat client, one without client-side rate limit
+	// and with a timeout, so that others queueing on Client's rate
+	// limiter cannot make the node miss a heartbeat. Client when nil.
+	HeartbeatClient Client
+	NodeName        string
 	// NodeIPs is --node-ip (one address per family); empty means detect.
 	NodeIPs []string
 	// Kubelet is the defaulted, validated configuration.
@@ -121,6 +126,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.HeartbeatClient == nil {
+		cfg.HeartbeatClient = cfg.Client
 	}
 	if cfg.KubeletVersion == "" {
 		cfg.KubeletVersion = DefaultKubeletVersion

@@ -14,7 +14,7 @@ import (
 // newLeaseController renews the Lease named after the node in
 // kube-node-lease: the heartbeat the node lifecycle controller watches.
 func (c *Controller) newLeaseController() lease.Controller {
-	return lease.NewController(c.clock, leaseClientset{c: c.cfg.Client.CoordinationV1()}, c.cfg.NodeName, c.kc.NodeLeaseDurationSeconds,
+	return lease.NewController(c.clock, leaseClientset{c: c.cfg.HeartbeatClient.CoordinationV1()}, c.cfg.NodeName, c.kc.NodeLeaseDurationSeconds,
 		c.cfg.OnRepeatedHeartbeatFailure, c.leaseRenew, c.cfg.NodeName, v1.NamespaceNodeLease, c.setLeaseOwner)
 }
 

@@ -134,3 +134,49 @@ func TestRunStandalone(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// The Lease and the node status go through the heartbeat client; the
+// main client registers and watches the Node, and nothing else.
+func TestRunHeartbeatsThroughTheHeartbeatClient(t *testing.T) {
+	client := fake.NewClientset()
+	giveUIDs(client)
+	// A second clientset on the same objects, as a second client of one
+	// apiserver.
+	heartbeat := &fake.Clientset{}
+	heartbeat.AddReactor("*", "*", k8stesting.ObjectReaction(client.Tracker()))
+	env := newTestController(t, client, func(c *Config) { c.HeartbeatClient = heartbeat })
+	env.realClock()
+	env.c.leaseRenew = 50 * time.Millisecond
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); env.c.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	count := func(cs *fake.Clientset, resource, subresource string) int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if a.GetResource().Resource == resource && a.GetSubresource() == subresource {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "Ready and two lease renewals through the heartbeat client", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		return err == nil && condition(t, n, v1.NodeReady).Status == v1.ConditionTrue &&
+			count(heartbeat, "leases", "") >= 3
+	})
+	if n := count(heartbeat, "nodes", "status"); n == 0 {
+		t.Error("no node status patch through the heartbeat client")
+	}
+	for _, a := range client.Actions() {
+		switch {
+		case a.GetResource().Resource == "leases":
+			t.Errorf("lease %s through the main client", a.GetVerb())
+		case a.GetResource().Resource == "nodes" && a.GetSubresource() == "status":
+			t.Errorf("node status %s through the main client", a.GetVerb())
+		}
+	}
+}

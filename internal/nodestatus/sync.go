@@ -123,7 +123,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 // postStatus patches the status from original to node and remembers the
 // result.
 func (c *Controller) postStatus(ctx context.Context, original, node *v1.Node) error {
-	updated, err := patchNodeStatus(ctx, c.cfg.Client.CoreV1().Nodes(), original, node)
+	updated, err := patchNodeStatus(ctx, c.cfg.HeartbeatClient.CoreV1().Nodes(), original, node)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *Controller) currentNode(ctx context.Context, try int) (*v1.Node, error)
 			return n, nil
 		}
 	}
-	n, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
+	n, err := c.cfg.HeartbeatClient.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("error getting node %q: %w", c.cfg.NodeName, err)
 	}

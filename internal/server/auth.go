@@ -25,6 +25,9 @@ type AuthConfig struct {
 	// the webhooks; nil without an apiserver.
 	TokenReviews         authenticationclient.AuthenticationV1Interface
 	SubjectAccessReviews authorizationclient.AuthorizationV1Interface
+	// ReviewLimits bound the reviews requests cause; unset fields take
+	// DefaultReviewLimits.
+	ReviewLimits ReviewLimits
 }
 
 // webhookRetryBackoff is upstream's DefaultAuthWebhookRetryBackoff.
@@ -61,7 +64,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 			return nil, errors.New("authentication.webhook.enabled needs an apiserver (--kubeconfig) for its TokenReviews: " +
 				"without one, set it to false and use x509 or anonymous authentication")
 		}
-		tokens := newTokenReviewer(cfg.TokenReviews.TokenReviews(), authn.Webhook.CacheTTL.Duration, webhookRetryBackoff)
+		tokens := newTokenReviewer(cfg.TokenReviews.TokenReviews(), authn.Webhook.CacheTTL.Duration, webhookRetryBackoff, cfg.ReviewLimits)
 		methods = append(methods, bearerToken(tokens), websocketToken(tokens))
 	}
 	anonymousOn := authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled
@@ -88,7 +91,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 				"without one, use AlwaysAllow")
 		}
 		a.authz = newAccessReviewer(cfg.SubjectAccessReviews.SubjectAccessReviews(),
-			authz.Webhook.CacheAuthorizedTTL.Duration, authz.Webhook.CacheUnauthorizedTTL.Duration, webhookRetryBackoff).authorize
+			authz.Webhook.CacheAuthorizedTTL.Duration, authz.Webhook.CacheUnauthorizedTTL.Duration, webhookRetryBackoff, cfg.ReviewLimits).authorize
 	default:
 		return nil, fmt.Errorf("unknown authorization mode %q", authz.Mode)
 	}
@@ -108,6 +111,10 @@ func (a *Auth) Run(ctx context.Context) {
 func (a *Auth) Filter(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, ok, err := a.authn(r)
+		if errors.Is(err, errTooManyReviews) {
+			tooManyRequests(w)
+			return
+		}
 		if err != nil {
 			klog.ErrorS(err, "Unable to authenticate the request due to an error")
 		}
@@ -120,6 +127,10 @@ func (a *Auth) Filter(h http.Handler) http.Handler {
 		for _, attr := range attrs {
 			subresources = append(subresources, attr.Subresource)
 			d, err := a.authz(r.Context(), attr)
+			if errors.Is(err, errTooManyReviews) {
+				tooManyRequests(w)
+				return
+			}
 			if err != nil {
 				klog.ErrorS(err, "Authorization error", "user", u.Name, "verb", attr.Verb,
 					"resource", "nodes", "subresource", attr.Subresource)
@@ -138,6 +149,13 @@ func (a *Auth) Filter(h http.Handler) http.Handler {
 	})
 }
 
+// tooManyRequests answers a request refused by a reviewGuard as the
+// apiserver answers one over its in-flight limit.
+func tooManyRequests(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+}
+
 // requestAttributes are what the authorizer decides on, as upstream's
 // (with KubeletFineGrainedAuthz, on by default since 1.33): the verb from
 // the HTTP method, the node as resource nodes/<name>, and the
@@ -152,9 +170,12 @@ func (a *Auth) Filter(h http.Handler) http.Handler {
 //	/configz              configz, proxy
 //	anything else         proxy (exec, attach, portForward, run, containerLogs, ...)
 func requestAttributes(u *User, r *http.Request, nodeName string) []attributes {
+	// Other methods, HEAD among them, get no verb, as upstream's
+	// nodeAuthorizerAttributesGetter: a SubjectAccessReview with an
+	// empty verb, which only rules for every verb ("*") allow.
 	var verb string
 	switch r.Method {
-	case http.MethodGet, http.MethodHead:
+	case http.MethodGet:
 		verb = "get"
 	case http.MethodPost:
 		verb = "create"

@@ -61,6 +61,9 @@ func TestRequestAttributes(t *testing.T) {
 		{"PUT", "/foo", "update", []string{"proxy"}},
 		{"PATCH", "/foo", "patch", []string{"proxy"}},
 		{"DELETE", "/foo", "delete", []string{"proxy"}},
+		{"HEAD", "/pods", "", []string{"pods", "proxy"}},
+		{"HEAD", "/stats/summary", "", []string{"stats"}},
+		{"OPTIONS", "/foo", "", []string{"proxy"}},
 	} {
 		u := &User{Name: "alice"}
 		attrs := requestAttributes(u, httptest.NewRequest(tc.method, tc.path, nil), "node-1")
@@ -386,6 +389,21 @@ func TestAuthAccessReviewSpec(t *testing.T) {
 	}
 	if !equality(got, want) {
 		t.Errorf("spec %+v %+v, want %+v %+v", got, got.ResourceAttributes, want, want.ResourceAttributes)
+	}
+}
+
+// HEAD asks about no verb, as upstream: a rule for "get" does not allow
+// it, only one for every verb.
+func TestAuthHeadHasNoVerb(t *testing.T) {
+	rv := &reviews{allowed: map[string]bool{"stats": true}}
+	h := webhookAuth(t, rv, false, "").Filter(okHandler)
+	if rec := doRequest(h, "HEAD", "/stats/summary", "good-token"); rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if len(rv.specs) != 1 || rv.specs[0].ResourceAttributes.Verb != "" || rv.specs[0].ResourceAttributes.Subresource != "stats" {
+		t.Fatalf("access reviews %+v, want one for verb \"\" on stats", rv.specs)
 	}
 }
 

@@ -339,6 +339,7 @@ type tokenReviewer struct {
 	cache   *utilcache.Expiring
 	hmacKey []byte
 	group   singleflight.Group
+	guard   *reviewGuard
 }
 
 type tokenResult struct {
@@ -346,12 +347,13 @@ type tokenResult struct {
 	ok   bool
 }
 
-func newTokenReviewer(client authenticationclient.TokenReviewInterface, ttl time.Duration, backoff wait.Backoff) *tokenReviewer {
+func newTokenReviewer(client authenticationclient.TokenReviewInterface, ttl time.Duration, backoff wait.Backoff, limits ReviewLimits) *tokenReviewer {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		panic(err) // crypto/rand does not fail
 	}
-	return &tokenReviewer{client: client, backoff: backoff, ttl: ttl, cache: utilcache.NewExpiring(), hmacKey: key}
+	return &tokenReviewer{client: client, backoff: backoff, ttl: ttl, cache: utilcache.NewExpiring(), hmacKey: key,
+		guard: newReviewGuard("TokenReviews", limits)}
 }
 
 func (t *tokenReviewer) authenticate(ctx context.Context, token string) (*User, bool, error) {
@@ -366,6 +368,11 @@ func (t *tokenReviewer) authenticate(ctx context.Context, token string) (*User, 
 		if v, ok := t.cache.Get(key); ok { // raced with another lookup
 			return v, nil
 		}
+		release, err := t.guard.acquire()
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		// Shared by several requests: not bound to this one's context.
 		ctx, cancel := context.WithTimeout(context.Background(), sharedLookupTimeout)
 		defer cancel()

@@ -59,11 +59,12 @@ type accessReviewer struct {
 	backoff               wait.Backoff
 	allowedTTL, deniedTTL time.Duration
 	cache                 *utilcache.LRUExpireCache
+	guard                 *reviewGuard
 }
 
-func newAccessReviewer(client authorizationclient.SubjectAccessReviewInterface, allowedTTL, deniedTTL time.Duration, backoff wait.Backoff) *accessReviewer {
+func newAccessReviewer(client authorizationclient.SubjectAccessReviewInterface, allowedTTL, deniedTTL time.Duration, backoff wait.Backoff, limits ReviewLimits) *accessReviewer {
 	return &accessReviewer{client: client, backoff: backoff, allowedTTL: allowedTTL, deniedTTL: deniedTTL,
-		cache: utilcache.NewLRUExpireCache(sarCacheSize)}
+		cache: utilcache.NewLRUExpireCache(sarCacheSize), guard: newReviewGuard("SubjectAccessReviews", limits)}
 }
 
 func (s *accessReviewer) authorize(ctx context.Context, a attributes) (decision, error) {
@@ -90,8 +91,13 @@ func (s *accessReviewer) authorize(ctx context.Context, a attributes) (decision,
 	if v, ok := s.cache.Get(key); ok {
 		status = v.(authorizationv1.SubjectAccessReviewStatus)
 	} else {
+		release, err := s.guard.acquire()
+		if err != nil {
+			return noOpinion, err
+		}
+		defer release()
 		var result *authorizationv1.SubjectAccessReview
-		err := withRetries(ctx, s.backoff, func() error {
+		err = withRetries(ctx, s.backoff, func() error {
 			var err error
 			result, err = s.client.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 			return err

@@ -40,7 +40,7 @@ func NewReadOnly(addr string, p Provider, sp StatsProvider) *ReadOnly {
 	mux := http.NewServeMux()
 	installCommon(mux, p, sp)
 	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
-	return &ReadOnly{addr: addr, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	return &ReadOnly{addr: addr, srv: newHTTPServer(h, nil, upstreamTimeouts)}
 }
 
 // Run serves until ctx ends.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,10 +65,9 @@ type Secure struct {
 // NewSecure returns the kubelet API server.
 func NewSecure(cfg SecureConfig) *Secure {
 	h := metrics.InstrumentHandler(metrics.ServerReadWrite, cfg.Auth.Filter(secureMux(cfg)))
-	return &Secure{addr: cfg.Addr, srv: &http.Server{
-		Handler: h, TLSConfig: cfg.TLS, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: klogErrorLog(),
-	}}
+	srv := newHTTPServer(h, cfg.TLS, upstreamTimeouts)
+	srv.ErrorLog = klogErrorLog()
+	return &Secure{addr: cfg.Addr, srv: srv}
 }
 
 // Run serves until ctx ends.
@@ -106,7 +104,7 @@ func secureMux(cfg SecureConfig) *http.ServeMux {
 	st.install(mux)
 
 	if cfg.ContainerLogs != nil {
-		mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", validNames(cfg.ContainerLogs))
+		mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", untilClientLeaves(validNames(cfg.ContainerLogs)))
 	}
 	if cfg.SystemLogs != nil {
 		mux.Handle("GET /logs/", cfg.SystemLogs)

@@ -185,13 +185,16 @@ func TestAuthorizationAsUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ours := newAccessReviewer(c.AuthorizationV1().SubjectAccessReviews(), time.Minute, time.Minute, b)
+		ours := newAccessReviewer(c.AuthorizationV1().SubjectAccessReviews(), time.Minute, time.Minute, b, ReviewLimits{})
 		u := &User{Name: "alice", UID: "u1", Groups: []string{"g", "system:authenticated"}, Extra: map[string][]string{"k": {"v"}}}
-		for _, sub := range []string{"stats", "proxy"} {
+		// The empty verb is a HEAD's (and any method's but GET, POST, PUT,
+		// PATCH and DELETE), as upstream's kubelet gives it.
+		for _, sv := range [][2]string{{"stats", "get"}, {"proxy", "get"}, {"stats", ""}, {"proxy", ""}} {
+			sub, verb := sv[0], sv[1]
 			rv.specs = nil
-			d1, err1 := ours.authorize(context.Background(), attributes{User: u, Verb: "get", Name: "node-1", Subresource: sub, Path: "/stats/summary"})
+			d1, err1 := ours.authorize(context.Background(), attributes{User: u, Verb: verb, Name: "node-1", Subresource: sub, Path: "/stats/summary"})
 			d2, _, err2 := theirs.Authorize(context.Background(), azr.AttributesRecord{User: &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra},
-				Verb: "get", APIVersion: "v1", Resource: "nodes", Subresource: sub, Name: "node-1", ResourceRequest: true, Path: "/stats/summary"})
+				Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: sub, Name: "node-1", ResourceRequest: true, Path: "/stats/summary"})
 			if len(rv.specs) != 2 {
 				t.Fatalf("%d specs", len(rv.specs))
 			}
