@@ -159,7 +159,6 @@ func Run(ctx context.Context, cfg Config) error {
 	rc := podruntime.Config{
 		CRI:        client,
 		Recorder:   k.recorder,
-		PauseImage: cfg.PodInfraContainerImage,
 		PodLogsDir: logsDir,
 		NodeIP:     first(k.hostIPs),
 		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},

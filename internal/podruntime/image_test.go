@@ -284,14 +284,3 @@ func TestEnsureImagePullSecrets(t *testing.T) {
 		})
 	}
 }
-
-// The pause image (no sandbox config yet) records no events on the pod.
-func TestEnsureImageSandboxQuiet(t *testing.T) {
-	f := newImageFixture(t)
-	if _, cerr := f.m.ensureImage(context.Background(), f.pod, "pause:1", v1.PullIfNotPresent, nil); cerr != nil {
-		t.Fatal(cerr)
-	}
-	if got := f.events.take(); len(got) != 0 {
-		t.Errorf("events for the pause image: %q", got)
-	}
-}

@@ -30,7 +30,6 @@ type Recorder interface {
 type Config struct {
 	CRI            *cri.Client
 	Recorder       Recorder
-	PauseImage     string // sandbox image, pulled if missing
 	PodLogsDir     string // /var/log/pods
 	RuntimeHandler string // CRI runtime handler; "" for the default
 	DNS            DNS
