@@ -15,10 +15,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet"
 )
 
-const (
-	defaultRootDir                = "/var/lib/kubelet"
-	defaultPodInfraContainerImage = "skiff.local/pause:3.10"
-)
+const defaultRootDir = "/var/lib/kubelet"
 
 // errVersion asks main to print the version and stop.
 var errVersion = errors.New("version requested")
@@ -44,6 +41,8 @@ type options struct {
 	nodeLabels               map[string]string
 	registerNode             bool
 	registerWithTaints       []string
+	cloudProvider            string
+	providerID               string
 	version                  bool
 	// Skiff's own flags.
 	podStartupBreakdownEvents bool
@@ -68,10 +67,15 @@ func newFlagSet(o *options, output io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.rootDir, "root-dir", defaultRootDir, "Directory path for managing kubelet files (volume mounts, etc).")
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "", "The endpoint of the container runtime service. Unix domain sockets are supported on Linux, e.g. 'unix:///path/to/runtime.sock'. Overrides containerRuntimeEndpoint in the --config file.")
 	fs.StringVar(&o.podManifestPath, "pod-manifest-path", "", "Path to the directory containing static pod files to run, or the path to a single static pod file. Files starting with dots will be ignored. Overrides staticPodPath in the --config file.")
-	fs.StringVar(&o.podInfraContainerImage, "pod-infra-container-image", defaultPodInfraContainerImage, "The image whose network/IPC namespaces the containers in each pod will use (the pause image).")
+	// As upstream 1.34, the value is not used: the runtime runs sandboxes
+	// with its own configured image.
+	fs.StringVar(&o.podInfraContainerImage, "pod-infra-container-image", "", "Specified image will not be pruned by the image garbage collector. CRI implementations have their own configuration to set this image.")
+	_ = fs.MarkDeprecated("pod-infra-container-image", "will be removed in 1.35. Image garbage collector will get sandbox image information from CRI.")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "Labels to add when registering the node in the cluster. Labels must be key=value pairs separated by ','.")
 	fs.BoolVar(&o.registerNode, "register-node", true, "Register the node with the apiserver. Overrides registerNode in the --config file.")
 	fs.StringSliceVar(&o.registerWithTaints, "register-with-taints", nil, "Register the node with the given list of taints (comma separated \"<key>=<value>:<effect>\"). No-op if register-node is false. Overrides registerWithTaints in the --config file.")
+	fs.StringVar(&o.cloudProvider, "cloud-provider", "", "The provider for cloud services. Set to empty string for running with no cloud provider. Set to 'external' for running with an external cloud provider.")
+	fs.StringVar(&o.providerID, "provider-id", "", "Unique identifier for identifying the node in a machine database, i.e cloud provider.")
 	fs.BoolVar(&o.version, "version", false, "Print version information and quit.")
 	fs.BoolVar(&o.podStartupBreakdownEvents, "pod-startup-breakdown-events", false, "Skiff only: emit one PodStartupBreakdown Event per pod when it first turns Ready, saying where its start-up time went.")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Skiff only: write a CPU profile (go tool pprof) of the whole run to this file; it is complete once Skiff exits.")
@@ -131,6 +135,9 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 	if fs.Changed("register-node") {
 		kc.RegisterNode = &o.registerNode
 	}
+	if fs.Changed("provider-id") {
+		kc.ProviderID = o.providerID
+	}
 	if fs.Changed("register-with-taints") {
 		taints, err := parseTaints(o.registerWithTaints)
 		if err != nil {
@@ -148,27 +155,31 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// Upstream's words: in-tree cloud providers are gone there too.
+	if o.cloudProvider != "" && o.cloudProvider != "external" {
+		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", o.cloudProvider))
+	}
 	if err := validateNodeIP(o.nodeIP); err != nil {
 		errs = append(errs, flagError{fmt.Errorf("--node-ip: %w", err)})
 	}
 	if strings.TrimSpace(o.rootDir) == "" {
 		errs = append(errs, flagError{errors.New("--root-dir must not be empty")})
 	}
-	if strings.TrimSpace(o.podInfraContainerImage) == "" {
-		errs = append(errs, flagError{errors.New("--pod-infra-container-image must not be empty")})
+	if fs.Changed("pod-infra-container-image") {
+		klog.InfoS("--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime")
 	}
 	if len(errs) > 0 {
 		return kubelet.Config{}, errors.Join(errs...)
 	}
 	return kubelet.Config{
-		Kubelet:                kc,
-		NodeName:               name,
-		NodeIP:                 strings.TrimSpace(o.nodeIP),
-		RootDir:                o.rootDir,
-		Kubeconfig:             o.kubeconfig,
-		BootstrapKubeconfig:    o.bootstrapKubeconfig,
-		PodInfraContainerImage: o.podInfraContainerImage,
-		NodeLabels:             o.nodeLabels,
+		Kubelet:               kc,
+		NodeName:              name,
+		NodeIP:                strings.TrimSpace(o.nodeIP),
+		RootDir:               o.rootDir,
+		Kubeconfig:            o.kubeconfig,
+		BootstrapKubeconfig:   o.bootstrapKubeconfig,
+		NodeLabels:            o.nodeLabels,
+		ExternalCloudProvider: o.cloudProvider == "external",
 
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,

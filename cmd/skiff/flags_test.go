@@ -47,7 +47,6 @@ func TestParseConfig(t *testing.T) {
 			check: func(t *testing.T, r *result) {
 				r.eq(t, "node name", r.cfg.NodeName, "node-a.example.com")
 				r.eq(t, "root dir", r.cfg.RootDir, "/var/lib/kubelet")
-				r.eq(t, "pause image", r.cfg.PodInfraContainerImage, "skiff.local/pause:3.10")
 				r.eq(t, "endpoint", r.cfg.Kubelet.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock")
 				r.eq(t, "staticPodPath", r.cfg.Kubelet.StaticPodPath, "")
 				r.eq(t, "port", r.cfg.Kubelet.Port, int32(10250))
@@ -60,8 +59,11 @@ func TestParseConfig(t *testing.T) {
 				"--hostname-override", " MyNode ", "--node-ip=10.0.0.5,fd00::5", "--root-dir=/var/lib/skiff",
 				"--container-runtime-endpoint=unix:///run/flag.sock", "--pod-manifest-path=/etc/flag-manifests",
 				"--pod-infra-container-image=example.com/pause:1",
+				"--cloud-provider=external", "--provider-id=kind://docker/kind/mynode",
 			},
 			check: func(t *testing.T, r *result) {
+				r.eq(t, "external cloud provider", r.cfg.ExternalCloudProvider, true)
+				r.eq(t, "providerID", r.cfg.Kubelet.ProviderID, "kind://docker/kind/mynode")
 				r.eq(t, "kubeconfig", r.cfg.Kubeconfig, "/etc/kubernetes/kubelet.conf")
 				r.eq(t, "bootstrap", r.cfg.BootstrapKubeconfig, "/etc/kubernetes/bootstrap.conf")
 				r.eq(t, "node name", r.cfg.NodeName, "mynode")
@@ -69,7 +71,6 @@ func TestParseConfig(t *testing.T) {
 				r.eq(t, "root dir", r.cfg.RootDir, "/var/lib/skiff")
 				r.eq(t, "endpoint", r.cfg.Kubelet.ContainerRuntimeEndpoint, "unix:///run/flag.sock")
 				r.eq(t, "staticPodPath", r.cfg.Kubelet.StaticPodPath, "/etc/flag-manifests")
-				r.eq(t, "pause image", r.cfg.PodInfraContainerImage, "example.com/pause:1")
 			},
 		},
 		{
@@ -141,10 +142,10 @@ func TestParseConfigErrors(t *testing.T) {
 			want: []string{"invalid kubelet configuration", "readOnlyPort: Invalid value: 70000: must be between 0 and 65535"}},
 		{name: "unknown flag", args: []string{"--bogus"}, want: []string{"unknown flag: --bogus"}, flagMisuse: true},
 		{name: "stray argument", args: []string{"extra"}, want: []string{`unexpected arguments: ["extra"]`}, flagMisuse: true},
+		{name: "in-tree cloud provider", args: []string{"--cloud-provider=aws"}, want: []string{`cloud provider "aws" was specified, but built-in cloud providers are disabled`}},
 		{name: "bad node ip", args: []string{"--node-ip=10.0.0.300"}, want: []string{`--node-ip: "10.0.0.300" is not a valid IP address`}, flagMisuse: true},
 		{name: "same-family node ips", args: []string{"--node-ip=10.0.0.1,10.0.0.2"}, want: []string{"one IPv4 and one IPv6"}, flagMisuse: true},
 		{name: "empty root dir", args: []string{"--root-dir="}, want: []string{"--root-dir must not be empty"}, flagMisuse: true},
-		{name: "empty pause image", args: []string{"--pod-infra-container-image="}, want: []string{"--pod-infra-container-image must not be empty"}, flagMisuse: true},
 		{name: "blank hostname override", args: []string{"--hostname-override", "   "}, want: []string{"empty hostname is invalid"}},
 	}
 	for _, tt := range tests {
@@ -196,7 +197,7 @@ func TestRunExitCodes(t *testing.T) {
 		out, errOut string
 	}{
 		{"version", []string{"--version"}, 0, "Skiff " + version + " (Kubernetes v1.34)", ""},
-		{"help", []string{"--help"}, 0, "--pod-infra-container-image", ""},
+		{"help", []string{"--help"}, 0, "--register-with-taints", ""},
 		{"bad flag", []string{"--nope"}, 2, "", "skiff: unknown flag: --nope"},
 		{"bad config", []string{"--config", "/nonexistent/skiff.yaml"}, 1, "", "skiff: config file /nonexistent/skiff.yaml"},
 	}

@@ -13,8 +13,8 @@ type Config struct {
 	RootDir             string // --root-dir
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
-	// PodInfraContainerImage is the sandbox (pause) image.
-	PodInfraContainerImage string
+	// ExternalCloudProvider is --cloud-provider=external.
+	ExternalCloudProvider bool
 	// NodeLabels are added to the Node at registration (--node-labels).
 	NodeLabels map[string]string
 	// PodStartupBreakdownEvents emits one PodStartupBreakdown Event per pod
