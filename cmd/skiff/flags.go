@@ -2,13 +2,13 @@ package main
 
 import (
 	"errors"
-	goflag "flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
+	cliflag "k8s.io/component-base/cli/flag"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/skiff-sh/skiff/internal/config"
@@ -26,80 +26,91 @@ type flagError struct{ err error }
 func (e flagError) Error() string { return e.err.Error() }
 func (e flagError) Unwrap() error { return e.err }
 
-// options holds the flags that live outside KubeletConfiguration, plus the
-// two that may override it.
+// options holds the settings that live outside KubeletConfiguration.
 type options struct {
-	configFile               string
-	kubeconfig               string
-	bootstrapKubeconfig      string
-	hostnameOverride         string
-	nodeIP                   string
-	rootDir                  string
-	containerRuntimeEndpoint string
-	podManifestPath          string
-	podInfraContainerImage   string
-	nodeLabels               map[string]string
-	registerNode             bool
-	registerWithTaints       []string
-	cloudProvider            string
-	providerID               string
-	version                  bool
-	// Skiff's own flags.
+	configFile                string
+	configDir                 string
+	kubeconfig                string
+	bootstrapKubeconfig       string
+	hostnameOverride          string
+	nodeIP                    string
+	certDir                   string
+	cloudProvider             string
+	rootDir                   string
+	seccompDefault            bool
+	podInfraContainerImage    string
+	nodeLabels                map[string]string
+	version                   string // "false", "true" or "raw"
 	podStartupBreakdownEvents bool
 	cpuProfile                string
 }
 
-// newFlagSet registers Skiff's flags, named and described as the upstream
-// kubelet's, and klog's (-v, --vmodule, --logtostderr, ...).
-func newFlagSet(o *options, output io.Writer) *pflag.FlagSet {
+// newFlagSet registers every flag of flagTable: flag-only settings on o,
+// configuration flags on kc (whose current values are the defaults shown).
+func newFlagSet(o *options, kc *kubeletconfigv1beta1.KubeletConfiguration, output io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("skiff", pflag.ContinueOnError)
 	fs.SetOutput(output)
-	// Accept --log_file as well as --log-file, as the kubelet does.
-	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
-	})
-
-	fs.StringVar(&o.configFile, "config", "", "The Kubelet will load its initial configuration from this file. The path may be absolute or relative; relative paths start at the Kubelet's current working directory. Omit this flag to use the built-in default configuration values. Command-line flags override configuration from this file.")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file, specifying how to connect to the API server. Providing --kubeconfig enables API server mode, omitting --kubeconfig enables standalone mode.")
-	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "Path to a kubeconfig file that will be used to get client certificate for kubelet. If the file specified by --kubeconfig does not exist, the bootstrap kubeconfig is used to request a client certificate from the API server.")
-	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "If non-empty, will use this string as identification instead of the actual hostname.")
-	fs.StringVar(&o.nodeIP, "node-ip", "", "IP address (or comma-separated dual-stack IP addresses) of the node. If unset, kubelet will use the node's default IPv4 address, if any, or its default IPv6 address if it has no IPv4 addresses. You can pass '::' to make it prefer the default IPv6 address rather than the default IPv4 address.")
-	fs.StringVar(&o.rootDir, "root-dir", defaultRootDir, "Directory path for managing kubelet files (volume mounts, etc).")
-	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "", "The endpoint of the container runtime service. Unix domain sockets are supported on Linux, e.g. 'unix:///path/to/runtime.sock'. Overrides containerRuntimeEndpoint in the --config file.")
-	fs.StringVar(&o.podManifestPath, "pod-manifest-path", "", "Path to the directory containing static pod files to run, or the path to a single static pod file. Files starting with dots will be ignored. Overrides staticPodPath in the --config file.")
-	// As upstream 1.34, the value is not used: the runtime runs sandboxes
-	// with its own configured image.
-	fs.StringVar(&o.podInfraContainerImage, "pod-infra-container-image", "", "Specified image will not be pruned by the image garbage collector. CRI implementations have their own configuration to set this image.")
-	_ = fs.MarkDeprecated("pod-infra-container-image", "will be removed in 1.35. Image garbage collector will get sandbox image information from CRI.")
-	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "Labels to add when registering the node in the cluster. Labels must be key=value pairs separated by ','.")
-	fs.BoolVar(&o.registerNode, "register-node", true, "Register the node with the apiserver. Overrides registerNode in the --config file.")
-	fs.StringSliceVar(&o.registerWithTaints, "register-with-taints", nil, "Register the node with the given list of taints (comma separated \"<key>=<value>:<effect>\"). No-op if register-node is false. Overrides registerWithTaints in the --config file.")
-	fs.StringVar(&o.cloudProvider, "cloud-provider", "", "The provider for cloud services. Set to empty string for running with no cloud provider. Set to 'external' for running with an external cloud provider.")
-	fs.StringVar(&o.providerID, "provider-id", "", "Unique identifier for identifying the node in a machine database, i.e cloud provider.")
-	fs.BoolVar(&o.version, "version", false, "Print version information and quit.")
-	fs.BoolVar(&o.podStartupBreakdownEvents, "pod-startup-breakdown-events", false, "Skiff only: emit one PodStartupBreakdown Event per pod when it first turns Ready, saying where its start-up time went.")
-	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "Skiff only: write a CPU profile (go tool pprof) of the whole run to this file; it is complete once Skiff exits.")
-
-	gofs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(gofs)
-	fs.AddGoFlagSet(gofs)
+	fs.Usage = func() {} // run prints --help itself, on stdout
+	// --log_flush_frequency works as --log-flush-frequency, as upstream.
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	if o.nodeLabels == nil {
+		o.nodeLabels = map[string]string{}
+	}
+	registerFlags(fs, o, kc)
 	return fs
 }
 
-// parseConfig turns command-line arguments (without the program name) into
-// the kubelet's configuration: load the --config file if any, apply the
-// flags that were set explicitly, default, validate. It returns pflag.ErrHelp
-// for --help and errVersion for --version.
+// defaultConfig is an empty KubeletConfiguration with upstream's defaults.
+func defaultConfig() *kubeletconfigv1beta1.KubeletConfiguration {
+	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+	config.SetDefaults(kc)
+	return kc
+}
+
+// parsed is the command line made sense of.
+type parsed struct {
+	cfg kubelet.Config
+	// warnings name the flags used that have no effect in Skiff.
+	warnings []string
+	version  string
+}
+
+// parseConfig is parse without the deprecation messages.
 func parseConfig(args []string) (kubelet.Config, error) {
-	var o options
-	fs := newFlagSet(&o, io.Discard)
-	if err := parseFlags(fs, args); err != nil {
+	p, err := parse(args, io.Discard)
+	if err != nil {
 		return kubelet.Config{}, err
 	}
-	if o.version {
-		return kubelet.Config{}, errVersion
+	return p.cfg, nil
+}
+
+// parse turns command-line arguments (without the program name) into the
+// kubelet's configuration as upstream does: parse the flags, load the
+// --config file and merge the --config-dir drop-ins, default, then parse
+// the flags again over the result so that explicit flags win, and
+// validate. Deprecated flags are reported on out. It returns
+// pflag.ErrHelp for --help and errVersion for --version.
+func parse(args []string, out io.Writer) (*parsed, error) {
+	o := &options{}
+	fs := newFlagSet(o, defaultConfig(), out)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
-	return o.kubeletConfig(fs)
+	if o.version != "false" {
+		return &parsed{version: o.version}, errVersion
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	kc, err := o.loadConfig(args)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := o.kubeletConfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	return &parsed{cfg: cfg, warnings: flagWarnings(fs)}, nil
 }
 
 func parseFlags(fs *pflag.FlagSet, args []string) error {
@@ -115,49 +126,54 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 	return nil
 }
 
-func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
+// loadConfig reads the --config file and --config-dir drop-ins, defaults
+// the result and applies the configuration flags over it. Feature gates
+// merge: a gate the flags do not name keeps the file's value.
+func (o *options) loadConfig(args []string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	kc := &kubeletconfigv1beta1.KubeletConfiguration{}
 	if o.configFile != "" {
 		loaded, err := config.Load(o.configFile)
 		if err != nil {
-			return kubelet.Config{}, err
+			return nil, err
 		}
 		kc = loaded
 	}
-	// Only explicit flags win over the file; an unset flag's default must
-	// not hide what the file says.
-	if fs.Changed("container-runtime-endpoint") {
-		kc.ContainerRuntimeEndpoint = o.containerRuntimeEndpoint
-	}
-	if fs.Changed("pod-manifest-path") {
-		kc.StaticPodPath = o.podManifestPath
-	}
-	if fs.Changed("register-node") {
-		kc.RegisterNode = &o.registerNode
-	}
-	if fs.Changed("provider-id") {
-		kc.ProviderID = o.providerID
-	}
-	if fs.Changed("register-with-taints") {
-		taints, err := parseTaints(o.registerWithTaints)
-		if err != nil {
-			return kubelet.Config{}, flagError{fmt.Errorf("--register-with-taints: %w", err)}
-		}
-		kc.RegisterWithTaints = taints
-	}
 	config.SetDefaults(kc)
+	if o.configDir != "" {
+		merged, err := config.MergeDropIns(kc, o.configDir)
+		if err != nil {
+			return nil, err
+		}
+		kc = merged
+	}
+	fileGates := kc.FeatureGates
+	if err := parseFlags(newFlagSet(&options{}, kc, io.Discard), args); err != nil {
+		return nil, err
+	}
+	for k, v := range fileGates {
+		if _, ok := kc.FeatureGates[k]; !ok {
+			kc.FeatureGates[k] = v
+		}
+	}
+	if o.seccompDefault { // upstream ORs the flag with the field
+		t := true
+		kc.SeccompDefault = &t
+	}
 	if err := config.Validate(kc); err != nil {
-		return kubelet.Config{}, fmt.Errorf("invalid kubelet configuration:\n%w", err)
+		return nil, fmt.Errorf("invalid kubelet configuration:\n%w", err)
 	}
+	return kc, nil
+}
 
+// validate checks the flag-only settings upstream checks before loading
+// the configuration.
+func (o *options) validate() error {
 	var errs []error
-	name, err := nodeName(o.hostnameOverride)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	// Upstream's words: in-tree cloud providers are gone there too.
 	if o.cloudProvider != "" && o.cloudProvider != "external" {
-		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", o.cloudProvider))
+		errs = append(errs, flagError{fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", o.cloudProvider)})
+	}
+	if err := validateNodeLabels(o.nodeLabels); err != nil {
+		errs = append(errs, flagError{err})
 	}
 	if err := validateNodeIP(o.nodeIP); err != nil {
 		errs = append(errs, flagError{fmt.Errorf("--node-ip: %w", err)})
@@ -165,17 +181,24 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 	if strings.TrimSpace(o.rootDir) == "" {
 		errs = append(errs, flagError{errors.New("--root-dir must not be empty")})
 	}
-	if fs.Changed("pod-infra-container-image") {
-		klog.InfoS("--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime")
+	return errors.Join(errs...)
+}
+
+func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (kubelet.Config, error) {
+	name, err := nodeName(o.hostnameOverride)
+	if err != nil {
+		return kubelet.Config{}, err
 	}
-	if len(errs) > 0 {
-		return kubelet.Config{}, errors.Join(errs...)
+	certDir := o.certDir
+	if certDir == "" {
+		certDir = filepath.Join(o.rootDir, "pki")
 	}
 	return kubelet.Config{
 		Kubelet:               kc,
 		NodeName:              name,
 		NodeIP:                strings.TrimSpace(o.nodeIP),
 		RootDir:               o.rootDir,
+		CertDir:               certDir,
 		Kubeconfig:            o.kubeconfig,
 		BootstrapKubeconfig:   o.bootstrapKubeconfig,
 		NodeLabels:            o.nodeLabels,
@@ -184,4 +207,19 @@ func (o *options) kubeletConfig(fs *pflag.FlagSet) (kubelet.Config, error) {
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,
 	}, nil
+}
+
+// flagWarnings names the flags used that Skiff accepts but does not act on.
+func flagWarnings(fs *pflag.FlagSet) []string {
+	var out []string
+	for _, d := range flagTable {
+		if d.noEffect != "" && fs.Changed(d.name) {
+			out = append(out, fmt.Sprintf("flag --%s has no effect in Skiff: %s", d.name, d.noEffect))
+		}
+	}
+	// Upstream's own line: the runtime runs sandboxes with its own image.
+	if fs.Changed("pod-infra-container-image") {
+		out = append(out, "--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime")
+	}
+	return out
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -101,10 +103,11 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "underscored klog flags are accepted",
-			args: []string{"--v=3", "--log_file_max_size=10", "--logtostderr=true", "--vmodule=foo=2"},
+			name: "logging flags, underscores accepted",
+			args: []string{"--v=3", "--log_flush_frequency=2s", "--vmodule=foo=2"},
 			check: func(t *testing.T, r *result) {
-				r.eq(t, "node name", r.cfg.NodeName, "node-a.example.com")
+				r.eq(t, "verbosity", uint32(r.cfg.Kubelet.Logging.Verbosity), uint32(3))
+				r.eq(t, "flush", r.cfg.Kubelet.Logging.FlushFrequency.Duration.Duration, 2*time.Second)
 			},
 		},
 	}
@@ -142,7 +145,6 @@ func TestParseConfigErrors(t *testing.T) {
 			want: []string{"invalid kubelet configuration", "readOnlyPort: Invalid value: 70000: must be between 0 and 65535"}},
 		{name: "unknown flag", args: []string{"--bogus"}, want: []string{"unknown flag: --bogus"}, flagMisuse: true},
 		{name: "stray argument", args: []string{"extra"}, want: []string{`unexpected arguments: ["extra"]`}, flagMisuse: true},
-		{name: "in-tree cloud provider", args: []string{"--cloud-provider=aws"}, want: []string{`cloud provider "aws" was specified, but built-in cloud providers are disabled`}},
 		{name: "bad node ip", args: []string{"--node-ip=10.0.0.300"}, want: []string{`--node-ip: "10.0.0.300" is not a valid IP address`}, flagMisuse: true},
 		{name: "same-family node ips", args: []string{"--node-ip=10.0.0.1,10.0.0.2"}, want: []string{"one IPv4 and one IPv6"}, flagMisuse: true},
 		{name: "empty root dir", args: []string{"--root-dir="}, want: []string{"--root-dir must not be empty"}, flagMisuse: true},
@@ -196,8 +198,10 @@ func TestRunExitCodes(t *testing.T) {
 		code        int
 		out, errOut string
 	}{
-		{"version", []string{"--version"}, 0, "Skiff " + version + " (Kubernetes v1.34)", ""},
-		{"help", []string{"--help"}, 0, "--register-with-taints", ""},
+		{"version", []string{"--version"}, 0, "Kubernetes v1.34.4+skiff.", ""},
+		{"raw version", []string{"--version=raw"}, 0, `GitVersion:"v1.34.4+skiff.`, ""},
+		{"bad version", []string{"--version=v9"}, 2, "", "--version=v9"},
+		{"help", []string{"--help"}, 0, "--pod-infra-container-image", ""},
 		{"bad flag", []string{"--nope"}, 2, "", "skiff: unknown flag: --nope"},
 		{"bad config", []string{"--config", "/nonexistent/skiff.yaml"}, 1, "", "skiff: config file /nonexistent/skiff.yaml"},
 	}
@@ -217,22 +221,17 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func TestKlogFlagsAreRegistered(t *testing.T) {
-	var o options
-	fs := newFlagSet(&o, nil)
-	for _, name := range []string{"v", "vmodule", "logtostderr", "log-file", "log_file"} {
-		if fs.Lookup(name) == nil {
-			t.Errorf("flag --%s not registered", name)
-		}
-	}
-	// -v is also usable in its short form, as with the kubelet.
-	if err := fs.Parse([]string{"-v", "4"}); err != nil {
+func TestLoggingFlagsAreRegistered(t *testing.T) {
+	kc := defaultConfig()
+	fs := newFlagSet(&options{}, kc, io.Discard)
+	// -v is also usable in its short form, as with the kubelet, and lands
+	// in the logging configuration.
+	if err := fs.Parse([]string{"-v", "4", "--vmodule=foo=2", "--logging-format=json"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := fs.Lookup("v").Value.String(); got != "4" {
-		t.Errorf("-v 4 gave verbosity %q", got)
+	if kc.Logging.Verbosity != 4 || len(kc.Logging.VModule) != 1 || kc.Logging.Format != "json" {
+		t.Errorf("logging config %+v", kc.Logging)
 	}
-	_ = fs.Set("v", "0") // klog's verbosity is global
 }
 
 type result struct{ cfg kubelet.Config }

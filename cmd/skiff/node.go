@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // hostname is os.Hostname, replaceable in tests.
@@ -59,4 +63,49 @@ func validateNodeIP(s string) error {
 		}
 	}
 	return nil
+}
+
+// validateNodeLabels refuses what upstream refuses in --node-labels: keys
+// in the kubernetes.io and k8s.io namespaces that kubelets may not set on
+// their own Node, and keys or values that are not valid labels.
+func validateNodeLabels(labels map[string]string) error {
+	var unknown, invalid []string
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		if isKubernetesLabel(k) && !kubeletapis.IsKubeletLabel(k) {
+			unknown = append(unknown, k)
+		}
+		for _, msg := range validation.IsQualifiedName(k) {
+			invalid = append(invalid, fmt.Sprintf("'%s' - %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			invalid = append(invalid, fmt.Sprintf("'%s' - %s", v, msg))
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: %v\n--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix (%s) or be in the specifically allowed set (%s)",
+			unknown, strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", "))
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("invalid node labels: %s", strings.Join(invalid, "; "))
+	}
+	return nil
+}
+
+func isKubernetesLabel(key string) bool {
+	ns, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	return ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") ||
+		ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -42,6 +42,7 @@ func Validate(c *kubeletconfigv1beta1.KubeletConfiguration) error {
 		validateLogs,
 		validateNodeRegistration,
 		validateFeatureGated,
+		validateFeatureGateNames,
 	} {
 		errs = append(errs, check(c)...)
 	}

@@ -34,8 +34,13 @@ func validateRuntime(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorLi
 }
 
 func validateLogs(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorList {
-	// No feature gate: Skiff runs with the logging gates at their defaults.
-	return logsapi.Validate(&c.Logging, nil, p("logging"))
+	// The logging options need their gates; bad gate names are reported
+	// by validateFeatureGateNames, and the defaults then apply here.
+	fg, err := FeatureGate(c.FeatureGates)
+	if err != nil {
+		fg = nil
+	}
+	return logsapi.Validate(&c.Logging, fg, p("logging"))
 }
 
 // validateShutdown: graceful node shutdown is on by default in 1.34, so its

@@ -52,7 +52,12 @@ func newClient(ctx context.Context, cfg Config) (kube.Interface, *certs.Client, 
 
 // certDir holds the kubelet's certificates: <root-dir>/pki, as upstream's
 // default --cert-dir.
-func certDir(cfg Config) string { return filepath.Join(cfg.RootDir, "pki") }
+func certDir(cfg Config) string {
+	if cfg.CertDir != "" {
+		return cfg.CertDir
+	}
+	return filepath.Join(cfg.RootDir, "pki")
+}
 
 // newEventRecorder sends events to the apiserver as "kubelet" on this host,
 // rate-limited by eventRecordQPS and eventBurst.

@@ -11,6 +11,7 @@ type Config struct {
 	NodeName            string // lowercased hostname or --hostname-override
 	NodeIP              string // --node-ip, may be empty
 	RootDir             string // --root-dir
+	CertDir             string // --cert-dir; <RootDir>/pki when empty
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
 	// ExternalCloudProvider is --cloud-provider=external.

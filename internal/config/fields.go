@@ -1,0 +1,193 @@
+package config
+
+// Handling says what Skiff does with one KubeletConfiguration field.
+type Handling int
+
+const (
+	// Honoured: Skiff does what the upstream kubelet does with the field.
+	Honoured Handling = iota
+	// Partly: Skiff does part of it; a value other than the default is
+	// logged at start as a warning with the Note.
+	Partly
+	// NoEffect: accepted and validated, but Skiff does nothing with it; a
+	// value other than the default is logged at start as a warning.
+	NoEffect
+	// Refused: a value other than the default stops Skiff at start
+	// (validation says why).
+	Refused
+)
+
+func (h Handling) String() string {
+	switch h {
+	case Honoured:
+		return "honoured"
+	case Partly:
+		return "partly"
+	case NoEffect:
+		return "no effect (warning)"
+	case Refused:
+		return "refused"
+	}
+	return "unknown"
+}
+
+// Field is one entry of the field table: a KubeletConfiguration field by
+// its JSON path (nested structs joined with dots) and its handling.
+type Field struct {
+	Path     string
+	Handling Handling
+	Note     string
+}
+
+// Fields lists every field of kubelet.config.k8s.io/v1beta1
+// KubeletConfiguration (Kubernetes 1.34) and what Skiff does with it. Tests
+// walk the type and fail on any field missing here; the README's table is
+// generated from it. When a feature lands, flip its entry to Honoured.
+var Fields = []Field{
+	{"enableServer", Honoured, ""},
+	{"staticPodPath", Honoured, ""},
+	{"podLogsDir", Honoured, ""},
+	{"syncFrequency", Honoured, ""},
+	{"fileCheckFrequency", Honoured, ""},
+	{"httpCheckFrequency", NoEffect, "no manifest URL source yet"},
+	{"staticPodURL", NoEffect, "no manifest URL source yet"},
+	{"staticPodURLHeader", NoEffect, "no manifest URL source yet"},
+	{"address", Honoured, ""},
+	{"port", Honoured, ""},
+	{"readOnlyPort", Honoured, ""},
+	{"tlsCertFile", Honoured, ""},
+	{"tlsPrivateKeyFile", Honoured, ""},
+	{"tlsCipherSuites", Honoured, ""},
+	{"tlsMinVersion", Honoured, ""},
+	{"rotateCertificates", Honoured, ""},
+	{"serverTLSBootstrap", Honoured, ""},
+	{"authentication.x509.clientCAFile", Honoured, ""},
+	{"authentication.webhook.enabled", Honoured, ""},
+	{"authentication.webhook.cacheTTL", Honoured, ""},
+	{"authentication.anonymous.enabled", Honoured, ""},
+	{"authorization.mode", Honoured, ""},
+	{"authorization.webhook.cacheAuthorizedTTL", Honoured, ""},
+	{"authorization.webhook.cacheUnauthorizedTTL", Honoured, ""},
+	{"registryPullQPS", NoEffect, "pulls are not rate-limited"},
+	{"registryBurst", NoEffect, "pulls are not rate-limited"},
+	{"imagePullCredentialsVerificationPolicy", NoEffect, "pulled images are not re-verified against credentials"},
+	{"preloadedImagesVerificationAllowlist", NoEffect, "pulled images are not re-verified against credentials"},
+	{"eventRecordQPS", Honoured, ""},
+	{"eventBurst", Honoured, ""},
+	{"enableDebuggingHandlers", Honoured, ""},
+	{"enableContentionProfiling", NoEffect, "no profiling handlers are served"},
+	{"healthzPort", Honoured, ""},
+	{"healthzBindAddress", Honoured, ""},
+	{"oomScoreAdj", NoEffect, "Skiff does not change its own oom_score_adj"},
+	{"clusterDomain", Honoured, ""},
+	{"clusterDNS", Honoured, ""},
+	{"streamingConnectionIdleTimeout", NoEffect, "streams are proxied to the runtime's streaming server, which keeps its own timeout"},
+	{"nodeStatusUpdateFrequency", Honoured, ""},
+	{"nodeStatusReportFrequency", Honoured, ""},
+	{"nodeLeaseDurationSeconds", Honoured, ""},
+	{"imageMinimumGCAge", NoEffect, "image garbage collection is not implemented"},
+	{"imageMaximumGCAge", NoEffect, "image garbage collection is not implemented"},
+	{"imageGCHighThresholdPercent", NoEffect, "image garbage collection is not implemented"},
+	{"imageGCLowThresholdPercent", NoEffect, "image garbage collection is not implemented"},
+	{"volumeStatsAggPeriod", Honoured, ""},
+	{"kubeletCgroups", NoEffect, "Skiff stays in the cgroup it was started in"},
+	{"systemCgroups", NoEffect, "system processes are not moved"},
+	{"cgroupRoot", Honoured, ""},
+	{"cgroupsPerQOS", Honoured, ""},
+	{"cgroupDriver", Partly, "cgroupfs only: systemd is refused at start"},
+	{"cpuManagerPolicy", NoEffect, "no CPU manager: containers are not pinned to CPUs"},
+	{"singleProcessOOMKill", NoEffect, "the runtime's default applies"},
+	{"cpuManagerPolicyOptions", NoEffect, "no CPU manager"},
+	{"cpuManagerReconcilePeriod", NoEffect, "no CPU manager"},
+	{"memoryManagerPolicy", NoEffect, "no memory manager"},
+	{"topologyManagerPolicy", NoEffect, "no topology manager"},
+	{"topologyManagerScope", NoEffect, "no topology manager"},
+	{"topologyManagerPolicyOptions", NoEffect, "no topology manager"},
+	{"qosReserved", NoEffect, "QoS cgroups get no memory reservations"},
+	{"runtimeRequestTimeout", Honoured, ""},
+	{"hairpinMode", NoEffect, "hairpin traffic is the runtime's CNI configuration"},
+	{"maxPods", Honoured, ""},
+	{"podCIDR", Honoured, ""},
+	{"podPidsLimit", Honoured, ""},
+	{"resolvConf", Honoured, ""},
+	{"runOnce", Refused, "run-once mode is not supported"},
+	{"cpuCFSQuota", Honoured, ""},
+	{"cpuCFSQuotaPeriod", Honoured, ""},
+	{"nodeStatusMaxImages", NoEffect, "status.images is not reported yet"},
+	{"maxOpenFiles", Honoured, "RLIMIT_NOFILE of Skiff's own process"},
+	{"contentType", Honoured, ""},
+	{"kubeAPIQPS", Honoured, ""},
+	{"kubeAPIBurst", Honoured, ""},
+	{"serializeImagePulls", Honoured, ""},
+	{"maxParallelImagePulls", Honoured, ""},
+	{"evictionHard", Partly, "subtracted from allocatable; pods are evicted only over emptyDir sizeLimit, not on node pressure"},
+	{"evictionSoft", NoEffect, "no eviction on node pressure"},
+	{"evictionSoftGracePeriod", NoEffect, "no eviction on node pressure"},
+	{"evictionPressureTransitionPeriod", NoEffect, "no eviction on node pressure"},
+	{"evictionMaxPodGracePeriod", NoEffect, "no eviction on node pressure"},
+	{"evictionMinimumReclaim", NoEffect, "no eviction on node pressure"},
+	{"mergeDefaultEvictionSettings", Honoured, ""},
+	{"podsPerCore", Honoured, ""},
+	{"enableControllerAttachDetach", Honoured, ""},
+	{"protectKernelDefaults", Honoured, "refuses to start on kernel settings that differ; Skiff never changes them"},
+	{"makeIPTablesUtilChains", NoEffect, "no iptables chains are made"},
+	{"iptablesMasqueradeBit", NoEffect, "no iptables chains are made"},
+	{"iptablesDropBit", NoEffect, "no iptables chains are made"},
+	{"featureGates", Honoured, "unknown names and locked gates are refused as upstream; Skiff reads the gates of the features it has"},
+	{"failSwapOn", Honoured, ""},
+	{"memorySwap.swapBehavior", NoEffect, "containers get no swap settings"},
+	{"containerLogMaxSize", Honoured, ""},
+	{"containerLogMaxFiles", Honoured, ""},
+	{"containerLogMaxWorkers", Honoured, ""},
+	{"containerLogMonitorInterval", Honoured, ""},
+	{"configMapAndSecretChangeDetectionStrategy", Partly, "ConfigMaps and Secrets are read with a GET on every pod sync, whatever the strategy"},
+	{"systemReserved", Honoured, ""},
+	{"kubeReserved", Honoured, ""},
+	{"reservedSystemCPUs", NoEffect, "no CPU manager"},
+	{"showHiddenMetricsForVersion", NoEffect, "no hidden metrics"},
+	{"systemReservedCgroup", NoEffect, "reservations are not enforced on cgroups"},
+	{"kubeReservedCgroup", NoEffect, "reservations are not enforced on cgroups"},
+	{"enforceNodeAllocatable", Honoured, ""},
+	{"allowedUnsafeSysctls", Honoured, ""},
+	{"volumePluginDir", NoEffect, "no FlexVolume plugins"},
+	{"providerID", Honoured, ""},
+	{"kernelMemcgNotification", NoEffect, "no eviction on node pressure"},
+	{"logging.format", Honoured, "text and json"},
+	{"logging.flushFrequency", Honoured, ""},
+	{"logging.verbosity", Honoured, ""},
+	{"logging.vmodule", Honoured, ""},
+	{"logging.options.text.splitStream", Honoured, "needs the LoggingAlphaOptions gate"},
+	{"logging.options.text.infoBufferSize", Honoured, "needs the LoggingAlphaOptions gate"},
+	{"logging.options.json.splitStream", Honoured, "needs the LoggingAlphaOptions gate"},
+	{"logging.options.json.infoBufferSize", Honoured, "needs the LoggingAlphaOptions gate"},
+	{"enableSystemLogHandler", Honoured, ""},
+	{"enableSystemLogQuery", Refused, "node log queries are not supported"},
+	{"shutdownGracePeriod", NoEffect, "no graceful node shutdown"},
+	{"shutdownGracePeriodCriticalPods", NoEffect, "no graceful node shutdown"},
+	{"shutdownGracePeriodByPodPriority", NoEffect, "no graceful node shutdown"},
+	{"crashLoopBackOff.maxContainerRestartPeriod", NoEffect, "the crash back-off cap stays 300 s"},
+	{"reservedMemory", NoEffect, "no memory manager"},
+	{"enableProfilingHandler", NoEffect, "no /debug/pprof handlers are served"},
+	{"enableDebugFlagsHandler", NoEffect, "no /debug/flags/v handler is served"},
+	{"seccompDefault", Honoured, ""},
+	{"memoryThrottlingFactor", NoEffect, "no memory QoS"},
+	{"registerWithTaints", Honoured, ""},
+	{"registerNode", Honoured, ""},
+	{"tracing.endpoint", NoEffect, "no tracing"},
+	{"tracing.samplingRatePerMillion", NoEffect, "no tracing"},
+	{"localStorageCapacityIsolation", Honoured, ""},
+	{"containerRuntimeEndpoint", Honoured, ""},
+	{"imageServiceEndpoint", Honoured, ""},
+	{"failCgroupV1", Honoured, ""},
+	{"userNamespaces.idsPerPod", NoEffect, "pods get no user namespaces"},
+}
+
+// FieldByPath returns the table entry for a JSON path.
+func FieldByPath(path string) (Field, bool) {
+	for _, f := range Fields {
+		if f.Path == path {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
