@@ -28,21 +28,24 @@ func (e flagError) Unwrap() error { return e.err }
 
 // options holds the settings that live outside KubeletConfiguration.
 type options struct {
-	configFile                string
-	configDir                 string
-	kubeconfig                string
-	bootstrapKubeconfig       string
-	hostnameOverride          string
-	nodeIP                    string
-	certDir                   string
-	cloudProvider             string
-	rootDir                   string
-	seccompDefault            bool
-	podInfraContainerImage    string
-	nodeLabels                map[string]string
-	version                   string // "false", "true" or "raw"
-	podStartupBreakdownEvents bool
-	cpuProfile                string
+	configFile             string
+	configDir              string
+	kubeconfig             string
+	bootstrapKubeconfig    string
+	hostnameOverride       string
+	nodeIP                 string
+	certDir                string
+	cloudProvider          string
+	rootDir                string
+	seccompDefault         bool
+	podInfraContainerImage string
+	// Image credential provider plugins.
+	imageCredentialProviderConfig string
+	imageCredentialProviderBinDir string
+	nodeLabels                    map[string]string
+	version                       string // "false", "true" or "raw"
+	podStartupBreakdownEvents     bool
+	cpuProfile                    string
 }
 
 // newFlagSet registers every flag of flagTable: flag-only settings on o,
@@ -203,6 +206,9 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 		BootstrapKubeconfig:   o.bootstrapKubeconfig,
 		NodeLabels:            o.nodeLabels,
 		ExternalCloudProvider: o.cloudProvider == "external",
+
+		ImageCredentialProviderConfig: o.imageCredentialProviderConfig,
+		ImageCredentialProviderBinDir: o.imageCredentialProviderBinDir,
 
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,

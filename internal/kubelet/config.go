@@ -16,6 +16,11 @@ type Config struct {
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
 	// ExternalCloudProvider is --cloud-provider=external.
 	ExternalCloudProvider bool
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
+	// --image-credential-provider-config (a file or directory; empty: no
+	// plugins) and --image-credential-provider-bin-dir.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
 	// NodeLabels are added to the Node at registration (--node-labels).
 	NodeLabels map[string]string
 	// PodStartupBreakdownEvents emits one PodStartupBreakdown Event per pod

@@ -177,6 +177,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if k.client != nil {
 		rc.PullSecrets = k.pullSecrets
 	}
+	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
+		return err
+	}
 	k.prober = prober.New(ctx, prober.Config{Runtime: client.Runtime, Statuses: k.statuses, Recorder: k.recorder})
 	rc.StartupDone = k.prober.StartupDone
 	rc.Unhealthy = func(id string) (string, bool) {

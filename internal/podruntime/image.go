@@ -83,18 +83,28 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 	return res.ImageRef, nil
 }
 
-// pullCredentials returns the credentials of the pod's pull secrets for
-// repo. A secret that cannot be read is skipped with an event, as upstream
-// (the pull may still work); a malformed one fails the pull visibly.
+// CredentialProvider gives registry credentials for an image repository.
+type CredentialProvider interface {
+	Credentials(ctx context.Context, repo string) []keyring.Credential
+}
+
+// pullCredentials returns the credentials for repo: the pod's pull
+// secrets', then the credential provider plugins', each tried in turn. A
+// secret that cannot be read is skipped with an event, as upstream (the
+// pull may still work); a malformed one fails the pull visibly.
 func (m *Manager) pullCredentials(ctx context.Context, pod *v1.Pod, repo string) ([]keyring.Credential, *ContainerError) {
-	if m.cfg.PullSecrets == nil || len(pod.Spec.ImagePullSecrets) == 0 {
-		return nil, nil
+	var creds []keyring.Credential
+	if m.cfg.PullSecrets != nil && len(pod.Spec.ImagePullSecrets) > 0 {
+		k, err := keyring.FromSecrets(m.cfg.PullSecrets(ctx, pod))
+		if err != nil {
+			return nil, &ContainerError{ReasonErrImagePull, err.Error()}
+		}
+		creds = k.Lookup(repo)
 	}
-	k, err := keyring.FromSecrets(m.cfg.PullSecrets(ctx, pod))
-	if err != nil {
-		return nil, &ContainerError{ReasonErrImagePull, err.Error()}
+	if m.cfg.CredentialProvider != nil {
+		creds = append(creds, m.cfg.CredentialProvider.Credentials(ctx, repo)...)
 	}
-	return k.Lookup(repo), nil
+	return creds, nil
 }
 
 // pullBackOffKey identifies the pull back-off of one image of one pod.
