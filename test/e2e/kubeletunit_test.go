@@ -32,7 +32,12 @@ type kubeletUnit struct {
 	t       *testing.T
 	bin     string // the executable named kubelet
 	logPath string
-	// restartSec is the unit's RestartSec (10 s upstream; shorter here).
+	// restartSec is the unit's RestartSec (10 s in kubeadm's unit).
+	// kubeadm cannot stop the kubelet here (no systemd) while it writes
+	// config.yaml and then kubeadm-flags.env, so a start that reads the
+	// environment files between the two writes would run with the new
+	// config but the old flags; the unit's long RestartSec makes that
+	// window rare, as kubeadm's stop makes it impossible under systemd.
 	restartSec time.Duration
 
 	cancel context.CancelFunc
