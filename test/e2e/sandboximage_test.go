@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -48,12 +49,14 @@ func TestSandboxImageIsTheRuntimes(t *testing.T) {
 	if len(sbs) != 1 {
 		t.Fatalf("pod has %d sandboxes, want 1", len(sbs))
 	}
-	st, err := runtimeSvc.PodSandboxStatus(context.Background(), sbs[0].Id, true)
+	// containerd's own record of the sandbox container names its image.
+	out, err := exec.Command("ctr", "--address", strings.TrimPrefix(criEndpoint, "unix://"), "-n", "k8s.io",
+		"containers", "info", sbs[0].Id).Output()
 	must(t, err)
 	var info struct {
-		Image string `json:"image"`
+		Image string `json:"Image"`
 	}
-	must(t, json.Unmarshal([]byte(st.Info["info"]), &info))
+	must(t, json.Unmarshal(out, &info))
 	if info.Image != want {
 		t.Errorf("the sandbox runs image %q, want the runtime's %q", info.Image, want)
 	}
