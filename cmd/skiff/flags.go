@@ -74,7 +74,7 @@ func defaultConfig() *kubeletconfigv1beta1.KubeletConfiguration {
 type parsed struct {
 	cfg kubelet.Config
 	// warnings name the flags used that have no effect in Skiff.
-	warnings []string
+	warnings []flagWarning
 	version  string
 }
 
@@ -215,17 +215,20 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 	}, nil
 }
 
-// flagWarnings names the flags used that Skiff accepts but does not act on.
-func flagWarnings(fs *pflag.FlagSet) []string {
-	var out []string
+// flagWarning is a flag used that Skiff accepts but does not act on.
+type flagWarning struct{ flag, reason string }
+
+// flagWarnings lists the flags used that Skiff accepts but does not act on.
+func flagWarnings(fs *pflag.FlagSet) []flagWarning {
+	var out []flagWarning
 	for _, d := range flagTable {
 		if d.noEffect != "" && fs.Changed(d.name) {
-			out = append(out, fmt.Sprintf("flag --%s has no effect in Skiff: %s", d.name, d.noEffect))
+			out = append(out, flagWarning{"--" + d.name, d.noEffect})
 		}
 	}
 	// Upstream's own line: the runtime runs sandboxes with its own image.
 	if fs.Changed("pod-infra-container-image") {
-		out = append(out, "--pod-infra-container-image will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime")
+		out = append(out, flagWarning{"--pod-infra-container-image", "it will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime"})
 	}
 	return out
 }

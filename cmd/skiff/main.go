@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // start applies the logging configuration, logs what Skiff will not do,
 // makes upstream's checks of the machine and sets the open files limit.
-func start(cfg kubelet.Config, flagWarnings []string) error {
+func start(cfg kubelet.Config, flagWarnings []flagWarning) error {
 	kc := cfg.Kubelet
 	fg, err := config.FeatureGate(kc.FeatureGates)
 	if err != nil {
@@ -97,7 +97,7 @@ func start(cfg kubelet.Config, flagWarnings []string) error {
 		return fmt.Errorf("initialize logging: %w", err)
 	}
 	for _, w := range flagWarnings {
-		klog.InfoS("Warning: " + w)
+		klog.InfoS("Warning: a flag is set but has no effect in Skiff", "flag", w.flag, "reason", w.reason)
 	}
 	for _, w := range config.Unhonoured(kc) {
 		klog.InfoS("Warning: a KubeletConfiguration field is set but Skiff does not honour it",

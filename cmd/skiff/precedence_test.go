@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -138,7 +139,11 @@ func TestUnimplementedFlagsAreAcceptedWithAWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined := strings.Join(p.warnings, "\n")
+	var flags []string
+	for _, w := range p.warnings {
+		flags = append(flags, w.flag)
+	}
+	joined := strings.Join(flags, "\n")
 	// --pod-infra-container-image gets upstream's own line: the runtime
 	// owns the sandbox image there too.
 	for _, name := range []string{"--lock-file", "--housekeeping-interval", "--runtime-cgroups", "--pod-infra-container-image"} {
@@ -155,5 +160,31 @@ func TestUnimplementedFlagsAreAcceptedWithAWarning(t *testing.T) {
 	r.eq(t, "cert dir", p.cfg.CertDir, "/x/pki")
 	if _, err := parseConfig([]string{"--cloud-provider=aws"}); err == nil || !strings.Contains(err.Error(), "built-in cloud providers are disabled") {
 		t.Errorf("--cloud-provider=aws: %v", err)
+	}
+}
+
+// TestKindNodeArguments parses what a kind node gives its kubelet: the
+// config kubeadm writes and the flags of kubeadm-flags.env and
+// /etc/default/kubelet.
+func TestKindNodeArguments(t *testing.T) {
+	p, err := parse([]string{
+		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
+		"--config=testdata/kind-kubelet-config.yaml",
+		"--container-runtime-endpoint=unix:///run/containerd/containerd.sock", "--node-ip=172.18.0.3",
+		"--node-labels=", "--provider-id=kind://docker/kind/kind-worker",
+		"--runtime-cgroups=/system.slice/containerd.service", "--hostname-override=kind-worker",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := p.cfg.Kubelet
+	r := &result{cfg: p.cfg}
+	r.eq(t, "cgroupRoot", kc.CgroupRoot, "/kubelet")
+	r.eq(t, "providerID", kc.ProviderID, "kind://docker/kind/kind-worker")
+	r.eq(t, "endpoint", kc.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock")
+	r.eq(t, "syncFrequency (0s defaults)", kc.SyncFrequency.Duration, time.Minute)
+	r.eq(t, "failSwapOn", *kc.FailSwapOn, false)
+	if len(p.warnings) != 1 || p.warnings[0].flag != "--runtime-cgroups" {
+		t.Errorf("flag warnings %v", p.warnings)
 	}
 }

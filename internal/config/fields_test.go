@@ -1,11 +1,18 @@
 package config
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/featuregate"
 
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -145,5 +152,69 @@ func TestMergeDropInsLikeAJSONMergePatch(t *testing.T) {
 	}
 	if _, err := MergeDropIns(base, dir); err == nil {
 		t.Error("an empty drop-in was accepted")
+	}
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	for _, tc := range []struct {
+		gates       map[string]bool
+		max         time.Duration
+		wantInitial time.Duration
+		wantMaximum time.Duration
+	}{
+		{nil, 0, 10 * time.Second, 300 * time.Second},
+		{map[string]bool{"KubeletCrashLoopBackOffMax": true}, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+		{map[string]bool{"KubeletCrashLoopBackOffMax": true}, 2 * time.Second, 2 * time.Second, 2 * time.Second},
+		{map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true}, 0, time.Second, 60 * time.Second},
+	} {
+		c := &kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: tc.gates}
+		if tc.max > 0 {
+			c.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: tc.max}
+		}
+		SetDefaults(c)
+		if err := Validate(c); err != nil {
+			t.Fatal(err)
+		}
+		initial, maximum := CrashLoopBackOff(c)
+		if initial != tc.wantInitial || maximum != tc.wantMaximum {
+			t.Errorf("%v max %v: got %v..%v, want %v..%v", tc.gates, tc.max, initial, maximum, tc.wantInitial, tc.wantMaximum)
+		}
+	}
+}
+
+// TestFeatureGatesMatchUpstreamKubelet checks the gate registry against
+// the gates `kubelet --help` of the upstream binary lists (it lists the
+// alpha, beta and deprecated ones, with their defaults).
+func TestFeatureGatesMatchUpstreamKubelet(t *testing.T) {
+	bin, err := filepath.Abs("../../_output/bin/kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("upstream kubelet not built: %v", err)
+	}
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubelet --help: %v", err)
+	}
+	line := regexp.MustCompile(`^\s+([A-Za-z0-9]+)=true\|false \((ALPHA|BETA|DEPRECATED) - default=(true|false)\)`)
+	listed := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil || m[1] == "AllAlpha" || m[1] == "AllBeta" {
+			continue
+		}
+		listed++
+		spec, ok := kubeletFeatureGates1_34[featuregate.Feature(m[1])]
+		if !ok {
+			t.Errorf("upstream gate %s is unknown to Skiff", m[1])
+			continue
+		}
+		if string(spec.PreRelease) != m[2] || fmt.Sprint(spec.Default) != m[3] {
+			t.Errorf("gate %s: Skiff has %s default %v, upstream %s default %s", m[1], spec.PreRelease, spec.Default, m[2], m[3])
+		}
+	}
+	if listed < 100 {
+		t.Errorf("only %d gates parsed from kubelet --help", listed)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/admission"
 	"github.com/skiff-sh/skiff/internal/certs"
 	"github.com/skiff-sh/skiff/internal/cm"
+	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/images"
@@ -31,6 +32,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podsource/apiserver"
 	"github.com/skiff-sh/skiff/internal/podsource/file"
+	podurl "github.com/skiff-sh/skiff/internal/podsource/url"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/prober"
@@ -174,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 		SandboxRemovalDelay: sandboxRemovalDelay,
 	}
+	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	if k.client != nil {
 		rc.PullSecrets = k.pullSecrets
 	}
@@ -210,6 +213,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if kc.StaticPodPath != "" {
 		k.sources = append(k.sources, podsource.File)
 		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: cfg.NodeName, Period: kc.FileCheckFrequency.Duration})
+		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
+	}
+	if kc.StaticPodURL != "" {
+		k.sources = append(k.sources, podsource.HTTP)
+		src := podurl.New(podurl.Config{URL: kc.StaticPodURL, Header: kc.StaticPodURLHeader,
+			NodeName: cfg.NodeName, Period: kc.HTTPCheckFrequency.Duration})
 		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
 	}
 	if k.client != nil {

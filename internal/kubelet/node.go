@@ -21,6 +21,7 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 		ExternalCloudProvider: k.cfg.ExternalCloudProvider,
 		RootDir:               k.cfg.RootDir,
 		Runtime:               k.cri.Runtime,
+		Images:                k.cri.Images,
 		KubeletVersion:        Version,
 		Recorder:              k.recorder,
 		HealthChecks:          []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},

@@ -81,6 +81,8 @@ type Config struct {
 	Clock          clock.Clock // the real clock when nil
 
 	// Optional.
+	// Images lists the runtime's images for status.images; nil reports none.
+	Images       ImageLister
 	Recorder     EventRecorder
 	HealthChecks []HealthCheck
 	// OnRepeatedHeartbeatFailure is called when status or lease updates

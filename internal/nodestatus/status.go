@@ -35,6 +35,9 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	}
 	c.setMachineInfo(node)
 	c.setVersionInfo(node)
+	if c.cfg.Images != nil {
+		setImages(ctx, node, c.cfg.Images, ptr.Deref(c.kc.NodeStatusMaxImages, 50))
+	}
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = c.kc.Port
 
 	event := func(reason string) { c.nodeEvent(v1.EventTypeNormal, reason) }

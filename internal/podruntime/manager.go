@@ -65,6 +65,9 @@ type Config struct {
 	// SandboxRemovalDelay defers removing a cleaned-up pod's sandboxes to
 	// RunSandboxRemover (removal.go); 0 removes them at once.
 	SandboxRemovalDelay time.Duration
+	// CrashBackOffInitial and CrashBackOffMax are the container restart
+	// back-off (config.CrashLoopBackOff); upstream's 10 s and 300 s when 0.
+	CrashBackOffInitial, CrashBackOffMax time.Duration
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -107,9 +110,13 @@ func New(cfg Config) *Manager {
 	if cfg.Puller == nil && cfg.CRI != nil {
 		cfg.Puller = images.NewPuller(cfg.CRI.Images, true, 0)
 	}
+	crashInitial, crashMax := cfg.CrashBackOffInitial, cfg.CrashBackOffMax
+	if crashInitial <= 0 || crashMax <= 0 {
+		crashInitial, crashMax = backOffInitial, backOffMax
+	}
 	return &Manager{
 		cfg:          cfg,
-		crashBackOff: flowcontrol.NewBackOff(backOffInitial, backOffMax),
+		crashBackOff: flowcontrol.NewBackOff(crashInitial, crashMax),
 		pullBackOff:  flowcontrol.NewBackOff(backOffInitial, backOffMax),
 	}
 }

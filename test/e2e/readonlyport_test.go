@@ -12,20 +12,6 @@ import (
 	"testing"
 )
 
-// hostIPv4 is a non-loopback IPv4 address of this machine.
-func hostIPv4(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	must(t, err)
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Fatal("no non-loopback IPv4 address on this machine")
-	return ""
-}
-
 // The read-only port listens on `address`, as upstream, not on loopback
 // alone: with address set to the host's IP it answers there, and nothing
 // listens on 127.0.0.1 at that port.
