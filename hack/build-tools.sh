@@ -2,7 +2,7 @@
 # Builds the third-party binaries Skiff's tests run against into _output/bin/:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
-#                       k8s.io/kubernetes v1.34.4   (module hack/tools)
+#   kubeadm             k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
 #
@@ -46,7 +46,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd etcdctl registry)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -166,7 +166,8 @@ build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 	kubectl=k8s.io/kubernetes/cmd/kubectl \
-	kubelet=k8s.io/kubernetes/cmd/kubelet
+	kubelet=k8s.io/kubernetes/cmd/kubelet \
+	kubeadm=k8s.io/kubernetes/cmd/kubeadm
 
 build_module hack/tools/etcd "" "$etcd_ldflags" \
 	etcd=go.etcd.io/etcd/server/v3 \

@@ -9,8 +9,10 @@
 #   hack/containerd.sh status
 #
 # CRI endpoint: unix:///run/skiff-dev/containerd.sock
-# Images (namespace k8s.io): skiff.local/pause:3.10, skiff.local/busybox:1.35,
-# skiff.local/grpchealth:1 (hack/grpchealth, the target of e2e grpc probes)
+# Images (namespace k8s.io): registry.k8s.io/pause:3.10 (the sandbox image,
+# built locally from cmd/pause under the stock name: kubelets are not told it),
+# skiff.local/busybox:1.35, skiff.local/grpchealth:1 (hack/grpchealth, the
+# target of e2e grpc probes)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,7 +32,10 @@ CNI_TEMPLATE=$ETC/cni/skiff.conflist.template
 # The static config older versions of this script wrote.
 LEGACY_CONFLIST=$CNI_CONF_DIR/10-skiff.conflist
 
-PAUSE_IMAGE=skiff.local/pause:3.10
+# containerd's own default sandbox_image name, so a kubelet that pulls or
+# names none (as upstream 1.34 and Skiff) runs pods on it. The tag is the one
+# containerd 2.x defaults to; no registry is reached for it.
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
 BUSYBOX_IMAGE=skiff.local/busybox:1.35
 # Bump the tag when hack/grpchealth changes: images are built only if missing.
 GRPC_IMAGE=skiff.local/grpchealth:1
@@ -61,7 +66,9 @@ write_config() {
 	# - restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, and the
 	#   sandbox's oom_score_adj -998 makes runc fail ("can't get final child's
 	#   PID from pipe: EOF") unless it is clamped to our own score.
-	# - sandbox_image: there is no registry; the pause image is built locally.
+	# - sandbox_image: there is no registry; the pause image is built locally
+	#   and imported under this name. The kubelet is not told it: the CRI
+	#   plugin runs every sandbox with it.
 	# - netns_mounts_under_state_dir: pod netns mounts stay under $STATE, so
 	#   `stop` can clean them without touching other containerds' /run/netns.
 	# - disabled plugins: snapshotters that cannot work here only log errors;
@@ -279,7 +286,7 @@ stop() {
 status() {
 	if answering; then
 		echo "containerd running (pid $(running_pid || echo '?')), CRI endpoint unix://$SOCK"
-		ctr_ -n k8s.io images ls -q | grep '^skiff.local/' || true
+		ctr_ -n k8s.io images ls -q | grep -E "^(skiff.local/|$PAUSE_IMAGE$)" || true
 	else
 		echo "containerd not running"
 		return 3

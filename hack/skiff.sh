@@ -34,7 +34,7 @@ start() {
 	if pid=$(running_pid); then
 		echo "skiff.sh: already running (pid $pid)"
 	else
-		# --pod-infra-container-image is left to its default, skiff.local/pause:3.10.
+		# No sandbox image is given: the runtime uses its own (hack/containerd.sh).
 		setsid bin/skiff \
 			--container-runtime-endpoint unix:///run/skiff-dev/containerd.sock \
 			--root-dir /var/lib/skiff-dev/kubelet \

@@ -15,10 +15,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet"
 )
 
-const (
-	defaultRootDir                = "/var/lib/kubelet"
-	defaultPodInfraContainerImage = "skiff.local/pause:3.10"
-)
+const defaultRootDir = "/var/lib/kubelet"
 
 // errVersion asks main to print the version and stop.
 var errVersion = errors.New("version requested")
@@ -31,21 +28,24 @@ func (e flagError) Unwrap() error { return e.err }
 
 // options holds the settings that live outside KubeletConfiguration.
 type options struct {
-	configFile                string
-	configDir                 string
-	kubeconfig                string
-	bootstrapKubeconfig       string
-	hostnameOverride          string
-	nodeIP                    string
-	certDir                   string
-	cloudProvider             string
-	rootDir                   string
-	seccompDefault            bool
-	podInfraContainerImage    string
-	nodeLabels                map[string]string
-	version                   string // "false", "true" or "raw"
-	podStartupBreakdownEvents bool
-	cpuProfile                string
+	configFile             string
+	configDir              string
+	kubeconfig             string
+	bootstrapKubeconfig    string
+	hostnameOverride       string
+	nodeIP                 string
+	certDir                string
+	cloudProvider          string
+	rootDir                string
+	seccompDefault         bool
+	podInfraContainerImage string
+	// Image credential provider plugins.
+	imageCredentialProviderConfig string
+	imageCredentialProviderBinDir string
+	nodeLabels                    map[string]string
+	version                       string // "false", "true" or "raw"
+	podStartupBreakdownEvents     bool
+	cpuProfile                    string
 }
 
 // newFlagSet registers every flag of flagTable: flag-only settings on o,
@@ -184,9 +184,6 @@ func (o *options) validate() error {
 	if strings.TrimSpace(o.rootDir) == "" {
 		errs = append(errs, flagError{errors.New("--root-dir must not be empty")})
 	}
-	if strings.TrimSpace(o.podInfraContainerImage) == "" {
-		errs = append(errs, flagError{errors.New("--pod-infra-container-image must not be empty")})
-	}
 	return errors.Join(errs...)
 }
 
@@ -200,15 +197,18 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 		certDir = filepath.Join(o.rootDir, "pki")
 	}
 	return kubelet.Config{
-		Kubelet:                kc,
-		NodeName:               name,
-		NodeIP:                 strings.TrimSpace(o.nodeIP),
-		RootDir:                o.rootDir,
-		CertDir:                certDir,
-		Kubeconfig:             o.kubeconfig,
-		BootstrapKubeconfig:    o.bootstrapKubeconfig,
-		PodInfraContainerImage: o.podInfraContainerImage,
-		NodeLabels:             o.nodeLabels,
+		Kubelet:               kc,
+		NodeName:              name,
+		NodeIP:                strings.TrimSpace(o.nodeIP),
+		RootDir:               o.rootDir,
+		CertDir:               certDir,
+		Kubeconfig:            o.kubeconfig,
+		BootstrapKubeconfig:   o.bootstrapKubeconfig,
+		NodeLabels:            o.nodeLabels,
+		ExternalCloudProvider: o.cloudProvider == "external",
+
+		ImageCredentialProviderConfig: o.imageCredentialProviderConfig,
+		ImageCredentialProviderBinDir: o.imageCredentialProviderBinDir,
 
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,
@@ -226,8 +226,9 @@ func flagWarnings(fs *pflag.FlagSet) []flagWarning {
 			out = append(out, flagWarning{"--" + d.name, d.noEffect})
 		}
 	}
-	if v := fs.Lookup("cloud-provider"); v != nil && v.Value.String() == "external" {
-		out = append(out, flagWarning{"--cloud-provider=external", "the Node gets no uninitialized taint"})
+	// Upstream's own line: the runtime runs sandboxes with its own image.
+	if fs.Changed("pod-infra-container-image") {
+		out = append(out, flagWarning{"--pod-infra-container-image", "it will not be pruned by the image garbage collector in kubelet and should also be set in the remote runtime"})
 	}
 	return out
 }

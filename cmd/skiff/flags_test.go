@@ -49,7 +49,6 @@ func TestParseConfig(t *testing.T) {
 			check: func(t *testing.T, r *result) {
 				r.eq(t, "node name", r.cfg.NodeName, "node-a.example.com")
 				r.eq(t, "root dir", r.cfg.RootDir, "/var/lib/kubelet")
-				r.eq(t, "pause image", r.cfg.PodInfraContainerImage, "skiff.local/pause:3.10")
 				r.eq(t, "endpoint", r.cfg.Kubelet.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock")
 				r.eq(t, "staticPodPath", r.cfg.Kubelet.StaticPodPath, "")
 				r.eq(t, "port", r.cfg.Kubelet.Port, int32(10250))
@@ -62,8 +61,11 @@ func TestParseConfig(t *testing.T) {
 				"--hostname-override", " MyNode ", "--node-ip=10.0.0.5,fd00::5", "--root-dir=/var/lib/skiff",
 				"--container-runtime-endpoint=unix:///run/flag.sock", "--pod-manifest-path=/etc/flag-manifests",
 				"--pod-infra-container-image=example.com/pause:1",
+				"--cloud-provider=external", "--provider-id=kind://docker/kind/mynode",
 			},
 			check: func(t *testing.T, r *result) {
+				r.eq(t, "external cloud provider", r.cfg.ExternalCloudProvider, true)
+				r.eq(t, "providerID", r.cfg.Kubelet.ProviderID, "kind://docker/kind/mynode")
 				r.eq(t, "kubeconfig", r.cfg.Kubeconfig, "/etc/kubernetes/kubelet.conf")
 				r.eq(t, "bootstrap", r.cfg.BootstrapKubeconfig, "/etc/kubernetes/bootstrap.conf")
 				r.eq(t, "node name", r.cfg.NodeName, "mynode")
@@ -71,7 +73,6 @@ func TestParseConfig(t *testing.T) {
 				r.eq(t, "root dir", r.cfg.RootDir, "/var/lib/skiff")
 				r.eq(t, "endpoint", r.cfg.Kubelet.ContainerRuntimeEndpoint, "unix:///run/flag.sock")
 				r.eq(t, "staticPodPath", r.cfg.Kubelet.StaticPodPath, "/etc/flag-manifests")
-				r.eq(t, "pause image", r.cfg.PodInfraContainerImage, "example.com/pause:1")
 			},
 		},
 		{
@@ -147,7 +148,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{name: "bad node ip", args: []string{"--node-ip=10.0.0.300"}, want: []string{`--node-ip: "10.0.0.300" is not a valid IP address`}, flagMisuse: true},
 		{name: "same-family node ips", args: []string{"--node-ip=10.0.0.1,10.0.0.2"}, want: []string{"one IPv4 and one IPv6"}, flagMisuse: true},
 		{name: "empty root dir", args: []string{"--root-dir="}, want: []string{"--root-dir must not be empty"}, flagMisuse: true},
-		{name: "empty pause image", args: []string{"--pod-infra-container-image="}, want: []string{"--pod-infra-container-image must not be empty"}, flagMisuse: true},
 		{name: "blank hostname override", args: []string{"--hostname-override", "   "}, want: []string{"empty hostname is invalid"}},
 	}
 	for _, tt := range tests {

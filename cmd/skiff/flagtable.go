@@ -86,7 +86,7 @@ var flagTable = []flagDef{
 	{name: "hostname-override", bind: str(func(o *options) *string { return &o.hostnameOverride }, ""), usage: "If non-empty, the node name instead of the hostname."},
 	{name: "node-ip", bind: str(func(o *options) *string { return &o.nodeIP }, ""), usage: "IP address (or two comma-separated dual-stack addresses) of the node."},
 	{name: "cert-dir", bind: str(func(o *options) *string { return &o.certDir }, ""), usage: "The directory of the TLS certificates. Default: <root-dir>/pki."},
-	{name: "cloud-provider", bind: str(func(o *options) *string { return &o.cloudProvider }, ""), usage: "The cloud provider: empty, or 'external'."},
+	{name: "cloud-provider", bind: str(func(o *options) *string { return &o.cloudProvider }, ""), usage: "The provider for cloud services. Set to empty string for running with no cloud provider. Set to 'external' for running with an external cloud provider."},
 	{name: "root-dir", bind: str(func(o *options) *string { return &o.rootDir }, defaultRootDir), usage: "Directory path for managing kubelet files (volume mounts, etc)."},
 	{name: "seccomp-default", bind: boolean(func(o *options) *bool { return &o.seccompDefault }, false), usage: "Use RuntimeDefault as the default seccomp profile (as the config field seccompDefault)."},
 	{name: "node-labels", bind: func(fs *pflag.FlagSet, o *options, name, usage string) {
@@ -94,9 +94,9 @@ var flagTable = []flagDef{
 		fs.Var(&labels, name, usage)
 	}, usage: "Labels to add when registering the node, as key=value pairs separated by ','. May be empty."},
 	{name: "runtime-cgroups", bind: ignored("string"), noEffect: "the runtime is not moved to a cgroup", usage: "Cgroup to create and run the runtime in."},
-	{name: "pod-infra-container-image", bind: str(func(o *options) *string { return &o.podInfraContainerImage }, defaultPodInfraContainerImage), deprecated: deprecatedPauseImage, usage: "The sandbox (pause) image."},
-	{name: "image-credential-provider-config", bind: ignored("string"), noEffect: "credential provider plugins are not implemented", usage: "Path to a credential provider plugin config file or directory."},
-	{name: "image-credential-provider-bin-dir", bind: ignored("string"), noEffect: "credential provider plugins are not implemented", usage: "Directory of the credential provider plugin binaries."},
+	{name: "pod-infra-container-image", bind: str(func(o *options) *string { return &o.podInfraContainerImage }, ""), deprecated: deprecatedPauseImage, usage: "Specified image will not be pruned by the image garbage collector. CRI implementations have their own configuration to set this image."},
+	{name: "image-credential-provider-config", bind: str(func(o *options) *string { return &o.imageCredentialProviderConfig }, ""), usage: "Path to a credential provider plugin config file (JSON/YAML/YML) or a directory of such files (merged in lexicographical order; non-recursive search)."},
+	{name: "image-credential-provider-bin-dir", bind: str(func(o *options) *string { return &o.imageCredentialProviderBinDir }, ""), usage: "The path to the directory where credential provider plugin binaries are located."},
 	{name: "lock-file", bind: ignored("string"), noEffect: "no lock file is taken", usage: "A file to use as a lock."},
 	{name: "exit-on-lock-contention", bind: ignored("bool"), noEffect: "no lock file is taken", usage: "Exit on lock-file contention."},
 	{name: "minimum-container-ttl-duration", bind: ignored("duration"), noEffect: "dead containers are removed as the pod's state says", deprecated: deprecatedGCFlag, usage: "Minimum age of a finished container before it is garbage collected."},

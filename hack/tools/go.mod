@@ -1,5 +1,5 @@
-// Tools build for Skiff's tests: the upstream Kubernetes control plane, kubectl
-// and kubelet v1.34.4, built from the Go module proxy. Kept apart from Skiff's
+// Tools build for Skiff's tests: the upstream Kubernetes control plane, kubectl,
+// kubelet and kubeadm v1.34.4, built from the Go module proxy. Kept apart from Skiff's
 // own go.mod on purpose: Skiff must never import k8s.io/kubernetes.
 // Built by hack/build-tools.sh into _output/bin/.
 module github.com/skiff-sh/skiff/hack/tools
@@ -52,6 +52,7 @@ tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kubeadm
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/cmd/kubelet
 )
@@ -78,6 +79,8 @@ require (
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/ttrpc v1.2.6 // indirect
 	github.com/containerd/typeurl/v2 v2.2.2 // indirect
+	github.com/coredns/caddy v1.1.1 // indirect
+	github.com/coredns/corefile-migration v1.0.26 // indirect
 	github.com/coreos/go-oidc v2.3.0+incompatible // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
@@ -214,6 +217,7 @@ require (
 	k8s.io/kube-aggregator v0.34.4 // indirect
 	k8s.io/kube-controller-manager v0.34.4 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
+	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/kube-scheduler v0.34.4 // indirect
 	k8s.io/kubectl v0.34.4 // indirect
 	k8s.io/kubelet v0.34.4 // indirect
@@ -221,6 +225,7 @@ require (
 	k8s.io/metrics v0.34.4 // indirect
 	k8s.io/mount-utils v0.34.4 // indirect
 	k8s.io/pod-security-admission v0.34.4 // indirect
+	k8s.io/system-validators v1.10.2 // indirect
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect

@@ -150,7 +150,7 @@ var Fields = []Field{
 	{"enforceNodeAllocatable", Honoured, ""},
 	{"allowedUnsafeSysctls", Honoured, ""},
 	{"volumePluginDir", NoEffect, "no FlexVolume plugins"},
-	{"providerID", NoEffect, "spec.providerID is not set"},
+	{"providerID", Honoured, ""},
 	{"kernelMemcgNotification", NoEffect, "no eviction on node pressure"},
 	{"logging.format", Honoured, "text and json"},
 	{"logging.flushFrequency", Honoured, ""},

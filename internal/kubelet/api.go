@@ -18,7 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/server"
 )
 
-// startServers starts the read-only API (loopback), the healthz port and
+// startServers starts the read-only API, the healthz port and
 // the kubelet API (HTTPS, authenticated) as the configuration asks. A
 // server that cannot serve stops Skiff, as upstream.
 func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context.CancelFunc) error {
@@ -32,7 +32,8 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 		})
 	}
 	if kc.ReadOnlyPort > 0 {
-		run("read-only", server.NewReadOnly(fmt.Sprintf("127.0.0.1:%d", kc.ReadOnlyPort), k, k.stats).Run)
+		// On `address`, as upstream, like the kubelet API.
+		run("read-only", server.NewReadOnly(net.JoinHostPort(kc.Address, strconv.Itoa(int(kc.ReadOnlyPort))), k, k.stats).Run)
 	}
 	if kc.HealthzPort != nil && *kc.HealthzPort > 0 {
 		run("healthz", server.NewHealthz(net.JoinHostPort(kc.HealthzBindAddress, strconv.Itoa(int(*kc.HealthzPort)))).Run)

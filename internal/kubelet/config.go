@@ -14,8 +14,13 @@ type Config struct {
 	CertDir             string // --cert-dir; <RootDir>/pki when empty
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
-	// PodInfraContainerImage is the sandbox (pause) image.
-	PodInfraContainerImage string
+	// ExternalCloudProvider is --cloud-provider=external.
+	ExternalCloudProvider bool
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
+	// --image-credential-provider-config (a file or directory; empty: no
+	// plugins) and --image-credential-provider-bin-dir.
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
 	// NodeLabels are added to the Node at registration (--node-labels).
 	NodeLabels map[string]string
 	// PodStartupBreakdownEvents emits one PodStartupBreakdown Event per pod

@@ -163,7 +163,6 @@ func Run(ctx context.Context, cfg Config) error {
 	rc := podruntime.Config{
 		CRI:        client,
 		Recorder:   k.recorder,
-		PauseImage: cfg.PodInfraContainerImage,
 		PodLogsDir: logsDir,
 		NodeIP:     first(k.hostIPs),
 		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},
@@ -182,6 +181,9 @@ func Run(ctx context.Context, cfg Config) error {
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	if k.client != nil {
 		rc.PullSecrets = k.pullSecrets
+	}
+	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
+		return err
 	}
 	k.prober = prober.New(ctx, prober.Config{Runtime: client.Runtime, Statuses: k.statuses, Recorder: k.recorder})
 	rc.StartupDone = k.prober.StartupDone

@@ -13,17 +13,18 @@ import (
 // health is part of the node's readiness, as upstream.
 func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context))) error {
 	c, err := nodestatus.New(nodestatus.Config{
-		Client:         k.client,
-		NodeName:       k.cfg.NodeName,
-		NodeIPs:        splitIPs(k.cfg.NodeIP),
-		Kubelet:        k.cfg.Kubelet,
-		NodeLabels:     k.cfg.NodeLabels,
-		RootDir:        k.cfg.RootDir,
-		Runtime:        k.cri.Runtime,
-		Images:         k.cri.Images,
-		KubeletVersion: Version,
-		Recorder:       k.recorder,
-		HealthChecks:   []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
+		Client:                k.client,
+		NodeName:              k.cfg.NodeName,
+		NodeIPs:               splitIPs(k.cfg.NodeIP),
+		Kubelet:               k.cfg.Kubelet,
+		NodeLabels:            k.cfg.NodeLabels,
+		ExternalCloudProvider: k.cfg.ExternalCloudProvider,
+		RootDir:               k.cfg.RootDir,
+		Runtime:               k.cri.Runtime,
+		Images:                k.cri.Images,
+		KubeletVersion:        Version,
+		Recorder:              k.recorder,
+		HealthChecks:          []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
 
 		HeartbeatClient: k.apis.heartbeat,
 	})

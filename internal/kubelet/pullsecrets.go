@@ -7,7 +7,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/credentialprovider"
+	"github.com/skiff-sh/skiff/internal/podruntime"
 )
+
+// credentialProviders loads the image credential provider plugins the
+// configuration names, or returns nil when it names none.
+func credentialProviders(cfg Config) (podruntime.CredentialProvider, error) {
+	if cfg.ImageCredentialProviderConfig == "" {
+		return nil, nil
+	}
+	return credentialprovider.New(cfg.ImageCredentialProviderConfig, cfg.ImageCredentialProviderBinDir)
+}
 
 // pullSecrets reads a pod's imagePullSecrets from the apiserver (the Node
 // authorizer lets a node read the secrets its pods reference). As upstream,

@@ -74,6 +74,9 @@ type Config struct {
 	// Kubelet is the defaulted, validated configuration.
 	Kubelet    *kubeletconfigv1beta1.KubeletConfiguration
 	NodeLabels map[string]string // --node-labels
+	// ExternalCloudProvider is --cloud-provider=external: the Node
+	// registers tainted uninitialized and the provider owns its addresses.
+	ExternalCloudProvider bool
 	// RootDir is --root-dir: ephemeral-storage is the size of its filesystem.
 	RootDir string
 	Runtime RuntimeStatus

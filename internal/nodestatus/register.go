@@ -43,7 +43,8 @@ var defaultLabels = []string{
 }
 
 // initialNode is the Node this kubelet registers: default labels, then
-// --node-labels, registerWithTaints, and a full status.
+// --node-labels, registerWithTaints, providerID and the cloud provider's
+// taint, and a full status.
 func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -60,6 +61,7 @@ func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 	if len(c.kc.RegisterWithTaints) > 0 {
 		node.Spec.Taints = append([]v1.Taint(nil), c.kc.RegisterWithTaints...)
 	}
+	c.setCloudProviderSpec(node)
 	if ptr.Deref(c.kc.EnableControllerAttachDetach, true) {
 		node.Annotations = map[string]string{annotationControllerAttach: "true"}
 	}

@@ -136,3 +136,75 @@ func TestRegisterRetriesUntilTheAPIServerAnswers(t *testing.T) {
 		t.Error("register succeeded after ctx ended")
 	}
 }
+
+func TestRegisterProviderIDAndExternalCloudProvider(t *testing.T) {
+	own := v1.Taint{Key: "dedicated", Value: "skiff", Effect: v1.TaintEffectNoSchedule}
+	uninitialized := v1.Taint{Key: TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}
+	hostnameOnly := []v1.NodeAddress{{Type: v1.NodeHostName, Address: "node-a"}}
+	detected := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.10"}, {Type: v1.NodeHostName, Address: "node-a"}}
+	tests := []struct {
+		name           string
+		external       bool
+		nodeIPs        []string
+		wantTaints     []v1.Taint
+		wantAddresses  []v1.NodeAddress
+		wantAnnotation string
+	}{
+		{name: "no cloud provider", wantTaints: []v1.Taint{own}, wantAddresses: detected},
+		{name: "external, no node IP", external: true, wantTaints: []v1.Taint{own, uninitialized}, wantAddresses: hostnameOnly},
+		{name: "external with node IP", external: true, nodeIPs: []string{"192.0.2.10"},
+			wantTaints: []v1.Taint{own, uninitialized}, wantAddresses: detected, wantAnnotation: "192.0.2.10"},
+		{name: "external, unspecified node IP detects", external: true, nodeIPs: []string{"0.0.0.0"},
+			wantTaints: []v1.Taint{own, uninitialized}, wantAddresses: detected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			env := newTestController(t, client, func(c *Config) {
+				c.Kubelet.RegisterWithTaints = []v1.Taint{own}
+				c.Kubelet.ProviderID = "kind://docker/kind/node-a"
+				c.ExternalCloudProvider = tt.external
+				c.NodeIPs = tt.nodeIPs
+			})
+			ctx := context.Background()
+			env.c.runtime.update(ctx)
+			if !env.c.tryRegister(ctx, env.c.initialNode(ctx)) {
+				t.Fatal("registration failed")
+			}
+			node, err := client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if node.Spec.ProviderID != "kind://docker/kind/node-a" {
+				t.Errorf("providerID = %q", node.Spec.ProviderID)
+			}
+			if !reflect.DeepEqual(node.Spec.Taints, tt.wantTaints) {
+				t.Errorf("taints = %v, want %v", node.Spec.Taints, tt.wantTaints)
+			}
+			if !reflect.DeepEqual(node.Status.Addresses, tt.wantAddresses) {
+				t.Errorf("addresses = %v, want %v", node.Status.Addresses, tt.wantAddresses)
+			}
+			if got := node.Annotations[annotationProvidedNodeIP]; got != tt.wantAnnotation {
+				t.Errorf("%s annotation = %q, want %q", annotationProvidedNodeIP, got, tt.wantAnnotation)
+			}
+		})
+	}
+}
+
+// With an external cloud provider the addresses it set are kept.
+func TestExternalCloudProviderKeepsProviderAddresses(t *testing.T) {
+	env := newTestController(t, fake.NewClientset(), func(c *Config) { c.ExternalCloudProvider = true })
+	ctx := context.Background()
+	set := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.51.100.7"}, {Type: v1.NodeExternalIP, Address: "203.0.113.9"}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: v1.NodeStatus{Addresses: set}}
+	env.c.setNodeStatus(ctx, node)
+	if !reflect.DeepEqual(node.Status.Addresses, set) {
+		t.Errorf("addresses = %v, want the provider's %v", node.Status.Addresses, set)
+	}
+	env2 := newTestController(t, fake.NewClientset(), nil)
+	node2 := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Status: v1.NodeStatus{Addresses: set}}
+	env2.c.setNodeStatus(ctx, node2)
+	if reflect.DeepEqual(node2.Status.Addresses, set) {
+		t.Error("without a cloud provider the kubelet's own addresses must replace others")
+	}
+}

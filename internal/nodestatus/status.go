@@ -30,10 +30,8 @@ func (c *Controller) capacity() v1.ResourceList {
 // must have been updated by the caller.
 func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	now := metav1.NewTime(c.clock.Now())
-	if addrs, err := c.addresses(ctx); err != nil {
+	if err := c.setAddresses(ctx, node); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to set node addresses", "node", klog.KObj(node))
-	} else {
-		node.Status.Addresses = addrs
 	}
 	c.setMachineInfo(node)
 	c.setVersionInfo(node)

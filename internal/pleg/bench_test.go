@@ -62,7 +62,6 @@ func populate(b *testing.B, n int) (*critest.FakeRuntimeService, *podruntime.Man
 	img.SetFakeImages([]string{"pause:1", "busybox:1"})
 	m := podruntime.New(podruntime.Config{
 		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
-		PauseImage: "pause:1",
 		PodLogsDir: b.TempDir(),
 	})
 	ctx := context.Background()

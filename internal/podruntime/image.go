@@ -19,16 +19,13 @@ const ReasonImageInspectError = "ImageInspectError"
 
 // ensureImage makes the image present as the pull policy asks and returns
 // the runtime's image ID, with upstream's events and waiting reasons. Failed
-// pulls back off (10 s doubling to 300 s) per pod and image. sandbox is nil
-// for the pod's pause image: that pull is Skiff's business, not the pod's,
-// so it records no events.
+// pulls back off (10 s doubling to 300 s) per pod and image. The sandbox
+// image is the runtime's own business (as upstream 1.34: the kubelet pulls
+// none), so every image here is a container's.
 func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, policy v1.PullPolicy, sandbox *runtimeapi.PodSandboxConfig) (string, *ContainerError) {
-	quiet := sandbox == nil
 	fail := func(reason, eventReason, msg string) (string, *ContainerError) {
-		if !quiet {
-			m.event(pod, v1.EventTypeWarning, eventReason, "%s", msg)
-			m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", reason)
-		}
+		m.event(pod, v1.EventTypeWarning, eventReason, "%s", msg)
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", reason)
 		return "", &ContainerError{reason, msg}
 	}
 	pull, repo, err := images.Normalize(image)
@@ -41,9 +38,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 			return fail(ReasonImageInspectError, "InspectFailed", fmt.Sprintf("Failed to inspect image %q: %v", image, err))
 		}
 		if resp.Image != nil {
-			if !quiet {
-				m.event(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
-			}
+			m.event(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", image)
 			return resp.Image.Id, nil
 		}
 		if policy == v1.PullNever {
@@ -53,23 +48,18 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 	key := pullBackOffKey(pod, image)
 	if m.pullBackOff.IsInBackOffSinceUpdate(key, m.pullBackOff.Clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)
-		if !quiet {
-			m.event(pod, v1.EventTypeNormal, "BackOff", "%s", msg)
-			m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", ReasonImagePullBackOff)
-		}
+		m.event(pod, v1.EventTypeNormal, "BackOff", "%s", msg)
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", ReasonImagePullBackOff)
 		if prev, ok := m.pullErrs.Load(key); ok {
 			msg += ": " + prev.(pullFailure).msg
 		}
 		return "", &ContainerError{ReasonImagePullBackOff, msg}
 	}
-	var creds []keyring.Credential
-	if !quiet {
-		var cerr *ContainerError
-		if creds, cerr = m.pullCredentials(ctx, pod, repo); cerr != nil {
-			return fail(cerr.Reason, "Failed", cerr.Message)
-		}
-		m.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", image)
+	creds, cerr := m.pullCredentials(ctx, pod, repo)
+	if cerr != nil {
+		return fail(cerr.Reason, "Failed", cerr.Message)
 	}
+	m.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", image)
 	start := time.Now()
 	res, err := m.cfg.Puller.Pull(ctx, pull, creds, sandbox)
 	if err != nil {
@@ -77,40 +67,44 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 		m.pullBackOff.Next(key, now)
 		m.pullErrs.Store(key, pullFailure{ReasonErrImagePull + ": " + err.Error(), now})
 		klog.InfoS("Image pull failed", "pod", klog.KObj(pod), "image", image, "credentials", len(creds), "err", err)
-		if !quiet {
-			m.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", image, err)
-			m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", ReasonErrImagePull)
-		}
+		m.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", image, err)
+		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", ReasonErrImagePull)
 		return "", &ContainerError{ReasonErrImagePull, err.Error()}
 	}
 	m.pullBackOff.Reset(key)
 	m.pullErrs.Delete(key)
 	end := time.Now()
-	if !quiet {
-		m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
-			image, res.Pulling.Truncate(time.Millisecond), end.Sub(start).Truncate(time.Millisecond), res.Size)
-	}
+	m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
+		image, res.Pulling.Truncate(time.Millisecond), end.Sub(start).Truncate(time.Millisecond), res.Size)
 	// The pull's duration by image size; the pod start tracker leaves pull
 	// time out of the start SLI.
 	metrics.ObserveImagePull(end.Sub(start).Seconds(), res.Size)
-	if pod != nil {
-		metrics.PodStarts.Pulled(pod.UID, start, end)
-	}
+	metrics.PodStarts.Pulled(pod.UID, start, end)
 	return res.ImageRef, nil
 }
 
-// pullCredentials returns the credentials of the pod's pull secrets for
-// repo. A secret that cannot be read is skipped with an event, as upstream
-// (the pull may still work); a malformed one fails the pull visibly.
+// CredentialProvider gives registry credentials for an image repository.
+type CredentialProvider interface {
+	Credentials(ctx context.Context, repo string) []keyring.Credential
+}
+
+// pullCredentials returns the credentials for repo: the pod's pull
+// secrets', then the credential provider plugins', each tried in turn. A
+// secret that cannot be read is skipped with an event, as upstream (the
+// pull may still work); a malformed one fails the pull visibly.
 func (m *Manager) pullCredentials(ctx context.Context, pod *v1.Pod, repo string) ([]keyring.Credential, *ContainerError) {
-	if m.cfg.PullSecrets == nil || len(pod.Spec.ImagePullSecrets) == 0 {
-		return nil, nil
+	var creds []keyring.Credential
+	if m.cfg.PullSecrets != nil && len(pod.Spec.ImagePullSecrets) > 0 {
+		k, err := keyring.FromSecrets(m.cfg.PullSecrets(ctx, pod))
+		if err != nil {
+			return nil, &ContainerError{ReasonErrImagePull, err.Error()}
+		}
+		creds = k.Lookup(repo)
 	}
-	k, err := keyring.FromSecrets(m.cfg.PullSecrets(ctx, pod))
-	if err != nil {
-		return nil, &ContainerError{ReasonErrImagePull, err.Error()}
+	if m.cfg.CredentialProvider != nil {
+		creds = append(creds, m.cfg.CredentialProvider.Credentials(ctx, repo)...)
 	}
-	return k.Lookup(repo), nil
+	return creds, nil
 }
 
 // pullBackOffKey identifies the pull back-off of one image of one pod.
@@ -142,9 +136,9 @@ func (m *Manager) pullRetryAfter(pod *v1.Pod, image string) time.Duration {
 	return min(max(left, 100*time.Millisecond), backOffInitial)
 }
 
-// event records an event about a pod; pod may be nil (sandbox image pulls).
+// event records an event about a pod.
 func (m *Manager) event(pod *v1.Pod, eventtype, reason, format string, args ...interface{}) {
-	if pod == nil || m.cfg.Recorder == nil {
+	if m.cfg.Recorder == nil {
 		return
 	}
 	m.cfg.Recorder.Eventf(pod, eventtype, reason, format, args...)

@@ -18,6 +18,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/images/keyring"
 )
 
 // events records "Type Reason: message" lines.
@@ -285,13 +286,54 @@ func TestEnsureImagePullSecrets(t *testing.T) {
 	}
 }
 
-// The pause image (no sandbox config yet) records no events on the pod.
-func TestEnsureImageSandboxQuiet(t *testing.T) {
-	f := newImageFixture(t)
-	if _, cerr := f.m.ensureImage(context.Background(), f.pod, "pause:1", v1.PullIfNotPresent, nil); cerr != nil {
-		t.Fatal(cerr)
+// fakeProvider is a credential provider plugin set giving creds for repos
+// under prefix.
+type fakeProvider struct {
+	prefix string
+	creds  []keyring.Credential
+	asked  []string
+}
+
+func (p *fakeProvider) Credentials(_ context.Context, repo string) []keyring.Credential {
+	p.asked = append(p.asked, repo)
+	if strings.HasPrefix(repo, p.prefix) {
+		return p.creds
 	}
-	if got := f.events.take(); len(got) != 0 {
-		t.Errorf("events for the pause image: %q", got)
+	return nil
+}
+
+// Credential provider plugins' credentials are tried after the pull
+// secrets', with or without secrets, as upstream's keyring unions them.
+func TestEnsureImageCredentialProvider(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		secrets   []v1.Secret
+		noRefs    bool
+		image     string
+		wantAuths []string
+		wantAsked string
+	}{
+		{"plugin alone", nil, true, "reg.example:5000/app:1", []string{"plugin:secret"}, "reg.example:5000/app"},
+		{"after a failing secret", []v1.Secret{dockerConfigSecret("s1", "reg.example:5000", "host", "nope")}, false,
+			"reg.example:5000/app:1", []string{"host:nope", "plugin:secret"}, "reg.example:5000/app"},
+		{"plugin has none: anonymous", nil, true, "other.example/app:1", []string{"anonymous"}, "other.example/app"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newImageFixture(t)
+			f.img.password = "secret"
+			f.secrets = tt.secrets
+			if tt.noRefs {
+				f.pod.Spec.ImagePullSecrets = nil
+			}
+			p := &fakeProvider{prefix: "reg.example:5000/", creds: []keyring.Credential{{Username: "plugin", Password: "secret"}}}
+			f.m.cfg.CredentialProvider = p
+			f.ensure(tt.image, v1.PullAlways)
+			if fmt.Sprint(f.img.auths) != fmt.Sprint(tt.wantAuths) {
+				t.Errorf("pulls with %v, want %v", f.img.auths, tt.wantAuths)
+			}
+			if len(p.asked) != 1 || p.asked[0] != tt.wantAsked {
+				t.Errorf("plugins asked for %v, want [%s]", p.asked, tt.wantAsked)
+			}
+		})
 	}
 }

@@ -30,7 +30,6 @@ type Recorder interface {
 type Config struct {
 	CRI            *cri.Client
 	Recorder       Recorder
-	PauseImage     string // sandbox image, pulled if missing
 	PodLogsDir     string // /var/log/pods
 	RuntimeHandler string // CRI runtime handler; "" for the default
 	DNS            DNS
@@ -59,6 +58,10 @@ type Config struct {
 	// PullSecrets returns a pod's imagePullSecrets; nil (standalone):
 	// pulls are anonymous.
 	PullSecrets func(ctx context.Context, pod *v1.Pod) []v1.Secret
+	// CredentialProvider gives credentials for an image repository from
+	// credential provider plugins, tried after the pull secrets' as
+	// upstream's keyring does; nil: none configured.
+	CredentialProvider CredentialProvider
 	// SandboxRemovalDelay defers removing a cleaned-up pod's sandboxes to
 	// RunSandboxRemover (removal.go); 0 removes them at once.
 	SandboxRemovalDelay time.Duration

@@ -111,9 +111,6 @@ func portMappings(pod *v1.Pod) []*runtimeapi.PortMapping {
 
 // createSandbox runs a new sandbox and returns its ID and IPs.
 func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, []string, error) {
-	if _, cerr := m.ensureImage(ctx, pod, m.cfg.PauseImage, v1.PullIfNotPresent, nil); cerr != nil {
-		return "", nil, fmt.Errorf("pause image %s: %w", m.cfg.PauseImage, cerr)
-	}
 	if err := checkUserNamespace(pod); err != nil {
 		return "", nil, err
 	}

@@ -34,7 +34,6 @@ func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fi
 	enableServiceLinks := true
 	m := New(Config{
 		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
-		PauseImage: "pause:1",
 		PodLogsDir: t.TempDir(),
 	})
 	m.crashBackOff = flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, clock)
@@ -314,5 +313,29 @@ func TestGracePeriod(t *testing.T) {
 	}
 	if got := GracePeriod(pod, g(0)); got != minGracePeriod {
 		t.Errorf("override 0: %d, want %d", got, minGracePeriod)
+	}
+}
+
+// The runtime runs the sandbox with its own configured image, as upstream
+// 1.34: Skiff neither checks for nor pulls any pause image, so a runtime
+// that has only the app's image runs the pod.
+func TestSandboxNeedsNoImageFromSkiff(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	f.img.SetFakeImages([]string{"busybox:1"})
+	if res := f.sync(); res.Err != nil || !res.Started {
+		t.Fatalf("sync: err=%v waiting=%v started=%v", res.Err, res.Waiting, res.Started)
+	}
+	if !f.status().SandboxReady() {
+		t.Fatal("sandbox not ready")
+	}
+	f.img.Lock()
+	defer f.img.Unlock()
+	for _, c := range f.img.Called {
+		if c == "PullImage" {
+			t.Errorf("an image was pulled (calls %v)", f.img.Called)
+		}
+	}
+	if len(f.img.Images) != 1 || f.img.Images["busybox:1"] == nil {
+		t.Errorf("images after sync: %v, want only busybox:1", f.img.Images)
 	}
 }

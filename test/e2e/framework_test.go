@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +78,8 @@ type node struct {
 	manifests string
 	config    string
 	port      int // the read-only API's
+	// host is where the read-only API is reached; 127.0.0.1 when empty.
+	host string
 	// apiPort and healthzPort are the kubelet API's (HTTPS) and the
 	// healthz server's.
 	apiPort, healthzPort int
@@ -197,7 +200,13 @@ func (n *node) stop() {
 	n.cmd = nil
 }
 
-func (n *node) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", n.port, path) }
+func (n *node) url(path string) string {
+	host := n.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return fmt.Sprintf("http://%s%s", net.JoinHostPort(host, strconv.Itoa(n.port)), path)
+}
 
 func (n *node) log() string {
 	b, _ := os.ReadFile(n.logPath)

@@ -57,10 +57,7 @@ func (s kubeletSpec) args() []string {
 			args = append(args, "--cpu-profile", s.profile)
 		}
 	case upstream:
-		// The same pause image as Skiff's default; containerd's
-		// sandbox_image is the same one, this only pins it against GC.
-		args = append(args, "--pod-infra-container-image", "skiff.local/pause:3.10",
-			"--cert-dir", filepath.Join(s.dir, "pki"))
+		args = append(args, "--cert-dir", filepath.Join(s.dir, "pki"))
 	}
 	return args
 }

@@ -205,3 +205,44 @@ func isDockerHub(repo string) bool {
 	}
 	return !ok || first == "docker.io" || first == dockerHub || !strings.ContainsAny(first, ".:")
 }
+
+// FromCredentials builds a keyring from credentials by registry location
+// (as a docker config's keys), all from one source (e.g. a credential
+// provider plugin). Unparsable locations are skipped, as in FromSecrets.
+func FromCredentials(source string, creds map[string]Credential) *Keyring {
+	k := &Keyring{creds: map[string][]Credential{}}
+	entries := make(map[string]entry, len(creds))
+	for loc, c := range creds {
+		entries[loc] = entry{Username: c.Username, Password: c.Password}
+	}
+	_ = k.add(source, entries) // cannot fail: no "auth" field to decode
+	sort.Sort(sort.Reverse(sort.StringSlice(k.keys)))
+	return k
+}
+
+// Matches reports whether pattern (a registry location: host[:port][/path],
+// globs allowed in host labels) covers repo, as Lookup matches its keys.
+func Matches(pattern, repo string) bool {
+	key, ok := registryKey(pattern)
+	return ok && matches(key, repo)
+}
+
+// ValidatePattern checks a registry location pattern: it parses, names a
+// host, and each host label is a valid glob.
+func ValidatePattern(pattern string) error {
+	key, ok := registryKey(pattern)
+	if !ok {
+		return fmt.Errorf("not a valid URL")
+	}
+	host, _ := splitHostPath(key)
+	labels, _ := splitHost(host)
+	if host == "" {
+		return fmt.Errorf("no host")
+	}
+	for _, l := range labels {
+		if _, err := filepath.Match(l, ""); err != nil {
+			return fmt.Errorf("host label %q: %w", l, err)
+		}
+	}
+	return nil
+}

@@ -118,3 +118,40 @@ func TestDockerHubDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchesAndValidatePattern(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, repo string
+		want          bool
+	}{
+		{"*.registry.example", "eu.registry.example/team/app", true},
+		{"*.registry.example", "registry.example/app", false},
+		{"127.0.0.1:5000", "127.0.0.1:5000/e2e/busybox", true},
+		{"127.0.0.1:5000", "127.0.0.1:5001/e2e/busybox", false},
+		{"https://reg.example/team", "reg.example/team/app", true},
+		{"reg.example/team", "reg.example/other/app", false},
+	} {
+		if got := Matches(tt.pattern, tt.repo); got != tt.want {
+			t.Errorf("Matches(%q, %q) = %v, want %v", tt.pattern, tt.repo, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "[.example", "%zz"} {
+		if ValidatePattern(bad) == nil {
+			t.Errorf("ValidatePattern(%q) accepted", bad)
+		}
+	}
+	if err := ValidatePattern("*.dkr.ecr.*.amazonaws.com"); err != nil {
+		t.Errorf("ValidatePattern of an EKS pattern: %v", err)
+	}
+}
+
+func TestFromCredentials(t *testing.T) {
+	k := FromCredentials("plugin p", map[string]Credential{
+		"reg.example":      {Username: "host", Password: "a"},
+		"reg.example/team": {Username: "team", Password: "b"},
+	})
+	got := k.Lookup("reg.example/team/app")
+	if len(got) != 2 || got[0].Username != "team" || got[1].Username != "host" || got[0].Source != "plugin p" {
+		t.Errorf("Lookup = %+v, want team's then host's, from plugin p", got)
+	}
+}
