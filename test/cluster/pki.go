@@ -16,9 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 const (
@@ -262,37 +259,4 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-// kubeconfigUser is how a kubeconfig authenticates: a client certificate
-// or a bearer token.
-type kubeconfigUser struct {
-	name    string
-	certPEM []byte
-	keyPEM  []byte
-	token   string
-}
-
-// writeKubeconfig writes a self-contained kubeconfig (CA, client
-// certificate and key embedded) for server.
-func writeKubeconfig(path, server string, caPEM []byte, u kubeconfigUser) error {
-	const clusterName = "skiff"
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{
-		Server:                   server,
-		CertificateAuthorityData: caPEM,
-	}
-	cfg.AuthInfos[u.name] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: u.certPEM,
-		ClientKeyData:         u.keyPEM,
-		Token:                 u.token,
-	}
-	ctxName := u.name + "@" + clusterName
-	cfg.Contexts[ctxName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: u.name}
-	cfg.CurrentContext = ctxName
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, data, 0o600)
 }

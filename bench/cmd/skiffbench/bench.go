@@ -14,6 +14,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/skiff-sh/skiff/test/cluster"
+	"github.com/skiff-sh/skiff/test/ports"
 )
 
 var getOpts = metav1.GetOptions{}
@@ -72,8 +73,8 @@ func run(ctx context.Context, o options) error {
 	if err := b.c.NodeKubeconfig(nodeName, b.kubeconfig); err != nil {
 		return err
 	}
-	port, err1 := freePort()
-	healthz, err2 := freePort()
+	port, err1 := ports.Free()
+	healthz, err2 := ports.Free()
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("free ports: %v %v", err1, err2)
 	}
