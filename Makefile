@@ -6,8 +6,10 @@
 #               (etcd, apiserver, controller-manager, scheduler) and Skiff as
 #               its node; run an example Deployment
 #   make down   stop all of it (and every pod they ran)
-#   make test   unit tests, then end-to-end tests against the dev containerd
-#               and a real control plane
+#   make test   lint (gofmt, go vet, staticcheck), unit tests, then
+#               end-to-end tests against the dev containerd and a real
+#               control plane
+#   make lint   the lint step alone
 #   make bench  Skiff vs the upstream kubelet, side by side (bench/results)
 
 SHELL := /bin/bash
@@ -20,7 +22,7 @@ E2E_LOCK := /run/skiff-dev/e2e.lock
 # make e2e RUN=TestName limits the end-to-end run (go test -run).
 RUN ?= .
 
-.PHONY: deps build runtime tools test e2e bench up down
+.PHONY: deps build runtime tools lint test e2e bench up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -36,12 +38,18 @@ runtime: deps
 	hack/containerd.sh start
 
 # Upstream kube-apiserver, controller-manager, scheduler, kubectl, kubelet,
-# etcd and a registry in _output/bin/ (separate tools modules; cached).
+# etcd, a registry and staticcheck in _output/bin/ (separate tools modules; cached).
 tools:
 	hack/build-tools.sh
 
+# gofmt -l, go vet and staticcheck (pinned in hack/tools/staticcheck) over
+# Skiff's module; any finding fails.
+lint:
+	hack/build-tools.sh staticcheck
+	hack/lint.sh
+
 test: deps tools
-	go vet ./...
+	hack/lint.sh
 	go test ./...
 	$(MAKE) --no-print-directory e2e
 

@@ -5,6 +5,7 @@
 #   kubeadm             k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
+#   staticcheck         honnef.co/go/tools v0.8.2   (module hack/tools/staticcheck)
 #
 # Each tools module is a Go module of its own, nested in the repository and so
 # invisible to `go build/vet/test ./...` at the root: Skiff's go.mod never sees
@@ -46,7 +47,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry staticcheck)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -175,5 +176,9 @@ build_module hack/tools/etcd "" "$etcd_ldflags" \
 
 build_module hack/tools/registry "" "$registry_ldflags" \
 	registry=$dist/cmd/registry
+
+# staticcheck reports its version from its module's build info: no ldflags.
+build_module hack/tools/staticcheck "" "-s -w" \
+	staticcheck=honnef.co/go/tools/cmd/staticcheck
 
 echo "build-tools: $OUT: built ${#built[@]} (${built[*]:-none}), up to date ${#skipped[@]}, $((SECONDS - total_start))s"

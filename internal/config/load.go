@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -161,7 +163,7 @@ func perFieldErrors(asJSON []byte, fatal error) []error {
 		return []error{describeFatal("", fatal)}
 	}
 	var errs []error
-	for _, k := range sortedKeys(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if k == "apiVersion" || k == "kind" {
 			continue
 		}

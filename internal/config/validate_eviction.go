@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,16 +42,16 @@ func validateEviction(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorL
 	hardPath, softPath := p("evictionHard"), p("evictionSoft")
 	gracePath, reclaimPath := p("evictionSoftGracePeriod"), p("evictionMinimumReclaim")
 
-	for _, signal := range sortedKeys(c.EvictionHard) {
+	for _, signal := range slices.Sorted(maps.Keys(c.EvictionHard)) {
 		errs = add(errs, checkThreshold(hardPath.Key(signal), signal, c.EvictionHard[signal]))
 	}
-	for _, signal := range sortedKeys(c.EvictionSoft) {
+	for _, signal := range slices.Sorted(maps.Keys(c.EvictionSoft)) {
 		errs = add(errs, checkThreshold(softPath.Key(signal), signal, c.EvictionSoft[signal]))
 		if _, ok := c.EvictionSoftGracePeriod[signal]; !ok {
 			errs = add(errs, field.Required(gracePath.Key(signal), "a soft eviction threshold needs a grace period"))
 		}
 	}
-	for _, signal := range sortedKeys(c.EvictionSoftGracePeriod) {
+	for _, signal := range slices.Sorted(maps.Keys(c.EvictionSoftGracePeriod)) {
 		path, v := gracePath.Key(signal), c.EvictionSoftGracePeriod[signal]
 		if !isEvictionSignal(signal) {
 			errs = add(errs, field.NotSupported(path, signal, evictionSignals))
@@ -63,7 +65,7 @@ func validateEviction(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorL
 			errs = add(errs, field.Invalid(path, v, "must not be negative"))
 		}
 	}
-	for _, signal := range sortedKeys(c.EvictionMinimumReclaim) {
+	for _, signal := range slices.Sorted(maps.Keys(c.EvictionMinimumReclaim)) {
 		errs = add(errs, checkMinimumReclaim(reclaimPath.Key(signal), signal, c.EvictionMinimumReclaim[signal]))
 	}
 	return errs
@@ -72,23 +74,18 @@ func validateEviction(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorL
 // checkThreshold accepts a percentage (0% and 100% switch the signal off) or
 // a positive quantity.
 func checkThreshold(path *field.Path, signal, v string) *field.Error {
-	if !isEvictionSignal(signal) {
-		return field.NotSupported(path, signal, evictionSignals)
-	}
-	if strings.HasSuffix(v, "%") {
-		return checkPercentage(path, v)
-	}
-	q, err := resource.ParseQuantity(v)
-	if err != nil {
-		return field.Invalid(path, v, err.Error())
-	}
-	if q.Sign() <= 0 {
-		return field.Invalid(path, v, "must be a positive quantity or a percentage")
-	}
-	return nil
+	return checkSignalAmount(path, signal, v, false)
 }
 
+// checkMinimumReclaim accepts a percentage or a quantity that is not
+// negative.
 func checkMinimumReclaim(path *field.Path, signal, v string) *field.Error {
+	return checkSignalAmount(path, signal, v, true)
+}
+
+// checkSignalAmount checks an amount of an eviction signal: a percentage,
+// or a quantity above zero (or at zero too, with zeroOK).
+func checkSignalAmount(path *field.Path, signal, v string, zeroOK bool) *field.Error {
 	if !isEvictionSignal(signal) {
 		return field.NotSupported(path, signal, evictionSignals)
 	}
@@ -99,8 +96,11 @@ func checkMinimumReclaim(path *field.Path, signal, v string) *field.Error {
 	if err != nil {
 		return field.Invalid(path, v, err.Error())
 	}
-	if q.Sign() < 0 {
+	switch {
+	case zeroOK && q.Sign() < 0:
 		return field.Invalid(path, v, "must not be negative")
+	case !zeroOK && q.Sign() <= 0:
+		return field.Invalid(path, v, "must be a positive quantity or a percentage")
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -229,7 +231,7 @@ func validateNodeAllocatable(c *kubeletconfigv1beta1.KubeletConfiguration) field
 // --system-reserved / --kube-reserved.
 func validateReservedResources(path *field.Path, m map[string]string) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		v := m[name]
 		switch name {
 		case "cpu", "memory", "ephemeral-storage", "pid":

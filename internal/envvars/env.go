@@ -9,6 +9,8 @@ package envvars
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,7 +89,7 @@ func (b *Builder) Env(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs 
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range sortedKeys(data) {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
 			e.set(from.Prefix+k, data[k])
 		}
 	}
@@ -113,7 +115,7 @@ func (b *Builder) Env(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs 
 	for _, k := range e.order {
 		out = append(out, v1.EnvVar{Name: k, Value: e.vals[k]})
 	}
-	for _, k := range sortedKeys(svcEnv) {
+	for _, k := range slices.Sorted(maps.Keys(svcEnv)) {
 		if _, ok := e.vals[k]; !ok { // the pod's own variables win
 			out = append(out, v1.EnvVar{Name: k, Value: svcEnv[k]})
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -145,14 +144,4 @@ func linkVars(s *v1.Service, prefix string) []v1.EnvVar {
 			v1.EnvVar{Name: p + "_ADDR", Value: s.Spec.ClusterIP})
 	}
 	return out
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

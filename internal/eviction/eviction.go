@@ -6,16 +6,15 @@ package eviction
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/du"
 )
 
 // Reason is the pod status reason of an evicted pod, as upstream.
@@ -36,8 +35,7 @@ type Config struct {
 
 // Manager measures emptyDir usage and evicts the pods over their limits.
 type Manager struct {
-	cfg   Config
-	usage func(dir string) (int64, error)
+	cfg Config
 }
 
 // New returns a Manager.
@@ -45,7 +43,7 @@ func New(cfg Config) *Manager {
 	if cfg.Period <= 0 {
 		cfg.Period = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, usage: diskUsage}
+	return &Manager{cfg: cfg}
 }
 
 // Run checks every Period until ctx ends.
@@ -84,46 +82,14 @@ func (m *Manager) overLimit(pod *v1.Pod) string {
 			continue
 		}
 		dir := filepath.Join(m.cfg.PodDir(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
-		used, err := m.usage(dir)
+		used, err := du.Dir(dir)
 		if err != nil {
 			klog.V(4).InfoS("Cannot measure emptyDir", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
 			continue
 		}
-		if used > ed.SizeLimit.Value() {
+		if int64(used.Bytes) > ed.SizeLimit.Value() {
 			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String())
 		}
 	}
 	return ""
-}
-
-// diskUsage is what a directory tree takes on disk, as du counts it:
-// allocated blocks, hard links once, symlinks not followed.
-func diskUsage(dir string) (int64, error) {
-	var total int64
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != dir {
-				return nil // removed during the walk
-			}
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Nlink > 1 && !fi.IsDir() {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		total += st.Blocks * 512
-		return nil
-	})
-	return total, err
 }

@@ -60,20 +60,3 @@ func TestCheckEvictsOnlyPodsOverTheirLimit(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 }
-
-func TestDiskUsageCountsHardLinksOnce(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 64<<10), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "b")); err != nil {
-		t.Fatal(err)
-	}
-	u, err := diskUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u < 64<<10 || u >= 128<<10 {
-		t.Errorf("usage %d, want the 64 KiB file counted once", u)
-	}
-}

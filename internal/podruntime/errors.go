@@ -1,15 +1,5 @@
 package podruntime
 
-import (
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-)
-
-// isNotFound reports a CRI NotFound: on stop and remove it means done.
-func isNotFound(err error) bool {
-	return err != nil && status.Code(err) == codes.NotFound
-}
-
 // Waiting reasons of containers, as upstream reports them.
 const (
 	ReasonContainerCreating     = "ContainerCreating"

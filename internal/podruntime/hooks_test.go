@@ -163,9 +163,14 @@ func TestPreStopHook(t *testing.T) {
 	if err := f.m.KillPod(context.Background(), f.pod, f.status(), nil); err != nil {
 		t.Fatal(err)
 	}
-	// The hook took 1 s of the 4.
+	// The hook took 1 s of the 4, and succeeded: no FailedPreStopHook.
 	if len(stops.stops) != 1 || stops.stops[0] != 3 {
 		t.Errorf("StopContainer timeouts %v, want [3]", stops.stops)
+	}
+	for _, e := range ev.events {
+		if strings.HasPrefix(e, "FailedPreStopHook") {
+			t.Errorf("a sleep hook that ran its course gave %q", e)
+		}
 	}
 
 	// A failing exec hook: an event, and the container is stopped anyway.

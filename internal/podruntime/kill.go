@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // minGracePeriod is upstream's floor for stopping a container, in seconds.
@@ -45,7 +47,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	sidecars := map[string]int{}
 	if pod != nil {
 		for i := range pod.Spec.InitContainers {
-			if isSidecar(&pod.Spec.InitContainers[i]) {
+			if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
 				sidecars[pod.Spec.InitContainers[i].Name] = i
 			}
 		}
@@ -69,7 +71,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		errs = append(errs, m.killAll(ctx, pod, last[i:i+1], grace)...)
 	}
 	for _, sb := range st.Sandboxes {
-		if err := m.cfg.CRI.Runtime.StopPodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
+		if err := m.cfg.CRI.Runtime.StopPodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("stop sandbox %s: %w", sb.Id, err))
 		}
 	}
@@ -108,7 +110,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.
 	g -= m.preStop(ctx, pod, specOf(pod, cs.Name), cs.ID, g)
 	g = max(g, minGracePeriod)
 	klog.V(2).InfoS("Killing container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID, "gracePeriod", g)
-	if err := m.cfg.CRI.Runtime.StopContainer(ctx, cs.ID, g); err != nil && !isNotFound(err) {
+	if err := m.cfg.CRI.Runtime.StopContainer(ctx, cs.ID, g); err != nil && !cri.IsNotFound(err) {
 		return fmt.Errorf("stop container %s (%s): %w", cs.Name, cs.ID, err)
 	}
 	return nil
@@ -120,7 +122,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, cs *container.
 func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error {
 	var errs []error
 	for _, cs := range st.Containers {
-		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", cs.ID, err))
 		}
 	}
@@ -129,7 +131,7 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 			m.removals.add(st.ID, sb.Id, time.Now().Add(m.cfg.SandboxRemovalDelay))
 			continue
 		}
-		if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
+		if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
 		}
 	}
@@ -154,7 +156,7 @@ func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *cont
 		if dead[cs.Name] <= 1 {
 			continue
 		}
-		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !isNotFound(err) {
+		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !cri.IsNotFound(err) {
 			klog.ErrorS(err, "Failed to remove dead container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID)
 			continue
 		}

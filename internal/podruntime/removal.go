@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 // Removing a pod's stopped sandboxes is deferred by Config.SandboxRemovalDelay
@@ -132,7 +134,7 @@ func (m *Manager) RunSandboxRemover(ctx context.Context, period time.Duration) {
 func (m *Manager) removeDue(ctx context.Context, now time.Time) {
 	for id, r := range m.removals.take(now) {
 		err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, id)
-		if err != nil && !isNotFound(err) {
+		if err != nil && !cri.IsNotFound(err) {
 			if ctx.Err() == nil {
 				klog.ErrorS(err, "Failed to remove pod sandbox, will retry", "podUID", r.pod, "sandbox", id)
 			}

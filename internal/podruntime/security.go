@@ -110,7 +110,8 @@ func (s Security) containerSecurity(pod *v1.Pod, c *v1.Container) (*runtimeapi.L
 		return nil, err
 	}
 	out.Seccomp = sp
-	out.SeccompProfilePath = legacySeccompPath(sp) // runtimes older than the field
+	//lint:ignore SA1019 runtimes older than the Seccomp field read only this one
+	out.SeccompProfilePath = legacySeccompPath(sp)
 	out.Apparmor = apparmor(sc.AppArmorProfile)
 	return out, nil
 }
@@ -132,10 +133,12 @@ func (s Security) sandboxSecurity(pod *v1.Pod) *runtimeapi.LinuxSandboxSecurityC
 		}
 		if sp, err := s.seccomp(psc.SeccompProfile); err == nil {
 			out.Seccomp = sp
+			//lint:ignore SA1019 runtimes older than the Seccomp field read only this one
 			out.SeccompProfilePath = legacySeccompPath(sp)
 		}
 	} else if sp, err := s.seccomp(nil); err == nil {
 		out.Seccomp = sp
+		//lint:ignore SA1019 runtimes older than the Seccomp field read only this one
 		out.SeccompProfilePath = legacySeccompPath(sp)
 	}
 	return out

@@ -1,5 +1,7 @@
 package podruntime
 
+//lint:file-ignore SA1019 the tests check the deprecated seccomp field that older runtimes read
+
 import (
 	"os"
 	"path/filepath"

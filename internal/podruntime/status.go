@@ -25,7 +25,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 	st := &container.PodStatus{ID: ref.UID, Name: ref.Name, Namespace: ref.Namespace}
 	for _, s := range sandboxes {
 		resp, err := rt.PodSandboxStatus(ctx, s.Id, false)
-		if isNotFound(err) {
+		if cri.IsNotFound(err) {
 			continue // removed since listed
 		}
 		if err != nil {
@@ -45,7 +45,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 	}
 	for _, c := range containers {
 		resp, err := rt.ContainerStatus(ctx, c.Id, false)
-		if isNotFound(err) {
+		if cri.IsNotFound(err) {
 			continue
 		}
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/podspec"
 	"github.com/skiff-sh/skiff/internal/volume"
 )
 
@@ -128,7 +129,7 @@ func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
 	for i := range s.pod.Spec.InitContainers {
 		c := &s.pod.Spec.InitContainers[i]
 		cs := s.current(c.Name)
-		if isSidecar(c) {
+		if podspec.IsSidecar(c) {
 			switch {
 			case cs != nil && cs.State == container.StateRunning:
 				if m.restartUnhealthy(ctx, s, c, cs) {
@@ -243,7 +244,7 @@ func (m *Manager) restartUnhealthy(ctx context.Context, s *podSync, c *v1.Contai
 	if !failed {
 		return false
 	}
-	restart := isSidecar(c) || s.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+	restart := podspec.IsSidecar(c) || s.pod.Spec.RestartPolicy != v1.RestartPolicyNever
 	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
 	if restart {
 		msg += ", will be restarted"
@@ -284,10 +285,6 @@ func (s *podSync) current(name string) *container.ContainerStatus {
 		return nil
 	}
 	return cs
-}
-
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {

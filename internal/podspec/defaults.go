@@ -100,6 +100,12 @@ func Container(spec *v1.PodSpec, name string) *v1.Container {
 	return found
 }
 
+// IsSidecar reports whether c is a sidecar: an init container with
+// restartPolicy Always, which keeps running beside the app containers.
+func IsSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
 func defaultContainer(c *v1.Container) {
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = defaultPullPolicy(c.Image)

@@ -282,3 +282,15 @@ func TestContainer(t *testing.T) {
 		t.Error("Container returned a copy")
 	}
 }
+
+func TestIsSidecar(t *testing.T) {
+	always, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicy("Never")
+	for _, tc := range []struct {
+		policy *v1.ContainerRestartPolicy
+		want   bool
+	}{{nil, false}, {&never, false}, {&always, true}} {
+		if got := IsSidecar(&v1.Container{RestartPolicy: tc.policy}); got != tc.want {
+			t.Errorf("IsSidecar(restartPolicy %v) = %v, want %v", tc.policy, got, tc.want)
+		}
+	}
+}

@@ -23,12 +23,14 @@ import (
 	"k8s.io/kubelet/pkg/cri/streaming/portforward"
 	"k8s.io/kubelet/pkg/cri/streaming/remotecommand"
 
+	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // ErrNotFound is what Host lookups wrap when a pod, container or sandbox
-// is not there: the request gets a 404.
-var ErrNotFound = errors.New("not found")
+// is not there: the request gets a 404. It is the container-log Source's
+// sentinel too, so one error serves both handlers.
+var ErrNotFound = logs.ErrNotFound
 
 // Runtime is the container runtime's part of exec, attach, port-forward
 // and run: the CRI calls that return a streaming URL, and ExecSync.
@@ -93,29 +95,56 @@ func writeLookupError(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), code)
 }
 
+// lookupFunc finds the runtime ID a streaming request runs on: a
+// container's (exec, attach) or the pod sandbox's (port-forward). An
+// error wrapping ErrNotFound answers 404, any other 500.
+type lookupFunc func(ctx context.Context, pod *v1.Pod) (string, error)
+
+// urlFunc asks the runtime for the one-time streaming URL of a request on
+// the runtime object id.
+type urlFunc func(ctx context.Context, pod *v1.Pod, id string) (string, error)
+
+// serveStream is every streaming request's path: find the pod (404), find
+// the runtime object in it with lookup, ask the runtime for a streaming
+// URL with call, and proxy the connection there.
+func (s *streamer) serveStream(w http.ResponseWriter, r *http.Request, lookup lookupFunc, call urlFunc) {
+	pod, ok := s.pod(w, r)
+	if !ok {
+		return
+	}
+	id, err := lookup(r.Context(), pod)
+	if err != nil {
+		writeLookupError(w, err)
+		return
+	}
+	u, err := call(r.Context(), pod, id)
+	if err != nil {
+		writeRuntimeError(w, err)
+		return
+	}
+	proxyStream(w, r, u)
+}
+
+// container is the lookup of the request's named container.
+func (s *streamer) container(r *http.Request) lookupFunc {
+	return func(ctx context.Context, pod *v1.Pod) (string, error) {
+		return s.host.ContainerID(ctx, pod, r.PathValue("container"))
+	}
+}
+
 func (s *streamer) exec(w http.ResponseWriter, r *http.Request) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	pod, ok := s.pod(w, r)
-	if !ok {
-		return
-	}
-	id, ok := s.containerID(w, r, pod)
-	if !ok {
-		return
-	}
-	resp, err := s.rt.Exec(r.Context(), &runtimeapi.ExecRequest{
-		ContainerId: id, Cmd: r.URL.Query()["command"],
-		Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+	s.serveStream(w, r, s.container(r), func(ctx context.Context, _ *v1.Pod, id string) (string, error) {
+		resp, err := s.rt.Exec(ctx, &runtimeapi.ExecRequest{
+			ContainerId: id, Cmd: r.URL.Query()["command"],
+			Tty: opts.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+		})
+		return resp.GetUrl(), err
 	})
-	if err != nil {
-		writeRuntimeError(w, err)
-		return
-	}
-	proxyStream(w, r, resp.Url)
 }
 
 func (s *streamer) attach(w http.ResponseWriter, r *http.Request) {
@@ -124,29 +153,23 @@ func (s *streamer) attach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	pod, ok := s.pod(w, r)
-	if !ok {
-		return
+	name := r.PathValue("container")
+	// The container must be in the pod's spec: whether its process has a
+	// terminal was fixed when it started, so the attach follows the spec,
+	// not the request.
+	lookup := func(ctx context.Context, pod *v1.Pod) (string, error) {
+		if podspec.Container(&pod.Spec, name) == nil {
+			return "", logs.NotFound("container %s not found in pod %s/%s", name, pod.Namespace, pod.Name)
+		}
+		return s.host.ContainerID(ctx, pod, name)
 	}
-	// Whether the process has a terminal was fixed when it started: the
-	// attach must match the container's spec, not the request.
-	spec := podspec.Container(&pod.Spec, r.PathValue("container"))
-	if spec == nil {
-		http.Error(w, fmt.Sprintf("container %s not found in pod %s/%s", r.PathValue("container"), pod.Namespace, pod.Name), http.StatusNotFound)
-		return
-	}
-	id, ok := s.containerID(w, r, pod)
-	if !ok {
-		return
-	}
-	resp, err := s.rt.Attach(r.Context(), &runtimeapi.AttachRequest{
-		ContainerId: id, Tty: spec.TTY, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+	s.serveStream(w, r, lookup, func(ctx context.Context, pod *v1.Pod, id string) (string, error) {
+		resp, err := s.rt.Attach(ctx, &runtimeapi.AttachRequest{
+			ContainerId: id, Tty: podspec.Container(&pod.Spec, name).TTY,
+			Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+		})
+		return resp.GetUrl(), err
 	})
-	if err != nil {
-		writeRuntimeError(w, err)
-		return
-	}
-	proxyStream(w, r, resp.Url)
 }
 
 func (s *streamer) portForward(w http.ResponseWriter, r *http.Request) {
@@ -157,21 +180,10 @@ func (s *streamer) portForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	pod, ok := s.pod(w, r)
-	if !ok {
-		return
-	}
-	id, err := s.host.SandboxID(r.Context(), pod)
-	if err != nil {
-		writeLookupError(w, err)
-		return
-	}
-	resp, err := s.rt.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: id, Port: opts.Ports})
-	if err != nil {
-		writeRuntimeError(w, err)
-		return
-	}
-	proxyStream(w, r, resp.Url)
+	s.serveStream(w, r, s.host.SandboxID, func(ctx context.Context, _ *v1.Pod, id string) (string, error) {
+		resp, err := s.rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: id, Port: opts.Ports})
+		return resp.GetUrl(), err
+	})
 }
 
 // run runs the command in cmd (split at spaces, as upstream) and returns

@@ -10,20 +10,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/skiff-sh/skiff/internal/du"
 )
 
 // diskUsage is one walk of the pods' volumes and logs.
 type diskUsage struct {
 	t       time.Time
 	volumes map[types.UID][]statsapi.VolumeStats
-	logs    map[types.UID]map[string]usage // by container name
+	logs    map[types.UID]map[string]du.Usage // by container name
 }
 
 // walkDisk measures every pod's volumes (<root>/pods/<uid>/volumes/<plugin>/<name>)
 // and container logs (<logs>/<ns>_<name>_<uid>/<container>/).
 func (p *Provider) walkDisk(ctx context.Context) {
 	start := p.now()
-	d := &diskUsage{t: start, volumes: map[types.UID][]statsapi.VolumeStats{}, logs: map[types.UID]map[string]usage{}}
+	d := &diskUsage{t: start, volumes: map[types.UID][]statsapi.VolumeStats{}, logs: map[types.UID]map[string]du.Usage{}}
 	pods, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
 	for _, pod := range pods {
 		if ctx.Err() != nil {
@@ -51,12 +53,12 @@ func (p *Provider) walkDisk(ctx context.Context) {
 			uid := types.UID(parts[2])
 			containers, _ := os.ReadDir(filepath.Join(p.cfg.PodLogsDir, dir.Name()))
 			for _, c := range containers {
-				u, err := dirUsage(filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
+				u, err := du.Dir(filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
 				if err != nil {
 					continue
 				}
 				if d.logs[uid] == nil {
-					d.logs[uid] = map[string]usage{}
+					d.logs[uid] = map[string]du.Usage{}
 				}
 				d.logs[uid][c.Name()] = u
 			}
@@ -69,7 +71,7 @@ func (p *Provider) walkDisk(ctx context.Context) {
 }
 
 func volumeStats(dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
-	u, err := dirUsage(dir)
+	u, err := du.Dir(dir)
 	if err != nil {
 		return statsapi.VolumeStats{}, false
 	}
@@ -77,5 +79,5 @@ func volumeStats(dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
 	if err != nil {
 		return statsapi.VolumeStats{}, false
 	}
-	return statsapi.VolumeStats{Name: name, FsStats: *info.fsStats(t, ptr(u.bytes), ptr(u.inodes))}, true
+	return statsapi.VolumeStats{Name: name, FsStats: *info.fsStats(t, ptr(u.Bytes), ptr(u.Inodes))}, true
 }

@@ -1,9 +1,6 @@
 package stats
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -43,45 +40,6 @@ func (i fsInfo) fsStats(t time.Time, used, inodesUsed *uint64) *statsapi.FsStats
 // wholeFs is the filesystem's own usage: the node's fs and imageFs.
 func (i fsInfo) wholeFs(t time.Time) *statsapi.FsStats {
 	return i.fsStats(t, ptr(i.used), ptr(sub(i.inodes, i.inodesFree)))
-}
-
-// usage is what a directory tree takes on disk.
-type usage struct {
-	bytes, inodes uint64
-}
-
-// dirUsage walks dir as du does: allocated blocks, hard links counted once,
-// symlinks not followed. A tree that changes under the walk is counted as
-// far as it can be read.
-func dirUsage(dir string) (usage, error) {
-	var u usage
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return nil
-		}
-		if st.Nlink > 1 && !fi.IsDir() {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		u.inodes++
-		u.bytes += uint64(st.Blocks) * 512
-		return nil
-	})
-	return u, err
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -74,26 +74,74 @@ func (p *Provider) Sample(ctx context.Context) error {
 	}
 	s.imageFs = p.imageFs(ctx)
 
-	sandboxes, err := p.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+	rt, err := p.listRuntime(ctx)
+	if err != nil {
+		return err
+	}
+	bySandbox := p.samplePods(ctx, s, rt.sandboxes, next)
+	for _, c := range rt.containers {
+		ps := bySandbox[c.PodSandboxId]
+		if ps == nil {
+			continue
+		}
+		cs := containerFrom(c, rt.stats[c.Id], now)
+		if cs.cpu != nil && cs.cpu.UsageCoreNanoSeconds != nil {
+			cs.cpu.UsageNanoCores = p.rate(next, "ctr/"+c.Id, cpuPoint{cs.cpu.Time.Time, *cs.cpu.UsageCoreNanoSeconds})
+		}
+		ps.containers = append(ps.containers, cs)
+		if !ps.runtime {
+			addContainer(ps.cpuMem, cs)
+		}
+	}
+	for _, ps := range s.pods {
+		if !ps.runtime {
+			ps.rate = p.rate(next, "pod/"+string(ps.ref.UID), cpuPoint{now, ps.cpuMem.cpuNanos})
+		}
+	}
+	p.prev = next
+	p.mu.Lock()
+	p.snap = s
+	p.mu.Unlock()
+	return nil
+}
+
+// runtimeLists is what one sample lists from the runtime: the ready
+// sandboxes, the running containers and the containers' stats by ID.
+type runtimeLists struct {
+	sandboxes  []*runtimeapi.PodSandbox
+	containers []*runtimeapi.Container
+	stats      map[string]*runtimeapi.ContainerStats
+}
+
+func (p *Provider) listRuntime(ctx context.Context) (runtimeLists, error) {
+	var rt runtimeLists
+	var err error
+	rt.sandboxes, err = p.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
 		State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
 	if err != nil {
-		return fmt.Errorf("list sandboxes: %w", err)
+		return rt, fmt.Errorf("list sandboxes: %w", err)
 	}
-	containers, err := p.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+	rt.containers, err = p.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		return rt, fmt.Errorf("list containers: %w", err)
 	}
 	cstats, err := p.cfg.Runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
 	if err != nil {
-		return fmt.Errorf("list container stats: %w", err)
+		return rt, fmt.Errorf("list container stats: %w", err)
 	}
-	byID := make(map[string]*runtimeapi.ContainerStats, len(cstats))
+	rt.stats = make(map[string]*runtimeapi.ContainerStats, len(cstats))
 	for _, c := range cstats {
-		byID[c.GetAttributes().GetId()] = c
+		rt.stats[c.GetAttributes().GetId()] = c
 	}
-	sbStats := p.sandboxStats(ctx)
+	return rt, nil
+}
 
+// samplePods adds a podSample per Skiff sandbox to s, with the pod's CPU,
+// memory and network from the runtime's sandbox stats or else from its
+// cgroups and netns, and returns them by sandbox ID.
+func (p *Provider) samplePods(ctx context.Context, s *snapshot, sandboxes []*runtimeapi.PodSandbox, next map[string]cpuPoint) map[string]*podSample {
+	sbStats := p.sandboxStats(ctx)
 	seen := map[string]sandboxInfo{}
 	bySandbox := map[string]*podSample{}
 	for _, sb := range sandboxes {
@@ -101,7 +149,7 @@ func (p *Provider) Sample(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		ps := &podSample{ref: ref, start: time.Unix(0, sb.CreatedAt), t: now}
+		ps := &podSample{ref: ref, start: time.Unix(0, sb.CreatedAt), t: s.t}
 		s.pods[ref.UID] = ps
 		bySandbox[sb.Id] = ps
 		// The sandbox's pid and cgroup (one verbose status call, then
@@ -128,31 +176,7 @@ func (p *Provider) Sample(ctx context.Context) error {
 		}
 	}
 	p.sbInfo = seen
-
-	for _, c := range containers {
-		ps := bySandbox[c.PodSandboxId]
-		if ps == nil {
-			continue
-		}
-		cs := containerFrom(c, byID[c.Id], now)
-		if cs.cpu != nil && cs.cpu.UsageCoreNanoSeconds != nil {
-			cs.cpu.UsageNanoCores = p.rate(next, "ctr/"+c.Id, cpuPoint{cs.cpu.Time.Time, *cs.cpu.UsageCoreNanoSeconds})
-		}
-		ps.containers = append(ps.containers, cs)
-		if !ps.runtime {
-			addContainer(ps.cpuMem, cs)
-		}
-	}
-	for _, ps := range s.pods {
-		if !ps.runtime {
-			ps.rate = p.rate(next, "pod/"+string(ps.ref.UID), cpuPoint{now, ps.cpuMem.cpuNanos})
-		}
-	}
-	p.prev = next
-	p.mu.Lock()
-	p.snap = s
-	p.mu.Unlock()
-	return nil
+	return bySandbox
 }
 
 func (p *Provider) sandboxStats(ctx context.Context) map[string]*runtimeapi.PodSandboxStats {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/skiff-sh/skiff/internal/du"
 )
 
 // Summary returns the node's and its pods' statistics from the last sample
@@ -82,7 +84,7 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 			UsageNanoCores: ps.rate},
 		Memory: memoryStats(ps.t, ps.cpuMem, 0),
 	}
-	var logs map[string]usage
+	var logs map[string]du.Usage
 	if d != nil {
 		logs = d.logs[ps.ref.UID]
 	}
@@ -97,10 +99,10 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 			}
 			if u, ok := logs[c.name]; ok {
 				if info, err := statfs(p.cfg.PodLogsDir); err == nil {
-					cs.Logs = info.fsStats(d.t, ptr(u.bytes), ptr(u.inodes))
+					cs.Logs = info.fsStats(d.t, ptr(u.Bytes), ptr(u.Inodes))
 				}
-				ephemeral += u.bytes
-				ephemeralIno += u.inodes
+				ephemeral += u.Bytes
+				ephemeralIno += u.Inodes
 			}
 		}
 		out.Containers = append(out.Containers, cs)

@@ -20,7 +20,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
-// Issue 5, must show 1 (rotation): a projected service account token is
+// A projected service account token is
 // re-requested once 80 % of its lifetime has passed, and the pod's sync
 // rewrites the file in the volume. The clock is fake; the TokenRequest
 // API answers like the apiserver (lifetime as asked, a new token each time).

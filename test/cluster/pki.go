@@ -16,9 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 const (
@@ -45,25 +42,32 @@ func newECKey() (*ecdsa.PrivateKey, error) {
 
 // newCA makes a self-signed ECDSA P-256 CA valid for ten years.
 func newCA(cn string) (*keyPair, error) {
+	return issue(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: cn},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, caValidity, nil)
+}
+
+// issue makes a fresh ECDSA P-256 key and a certificate for it from tmpl,
+// with a random serial, valid from clockSkew ago for validity, signed by
+// parent (nil: self-signed).
+func issue(tmpl *x509.Certificate, validity time.Duration, parent *keyPair) (*keyPair, error) {
 	key, err := newECKey()
 	if err != nil {
 		return nil, err
 	}
-	serial, err := newSerial()
-	if err != nil {
+	if tmpl.SerialNumber, err = newSerial(); err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-clockSkew),
-		NotAfter:              now.Add(caValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-clockSkew), now.Add(validity)
+	signer, signerKey := tmpl, crypto.Signer(key)
+	if parent != nil {
+		signer, signerKey = parent.cert, parent.key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
 	if err != nil {
 		return nil, err
 	}
@@ -101,20 +105,8 @@ type leafSpec struct {
 
 // sign makes a fresh ECDSA key and a certificate for it signed by ca.
 func (ca *keyPair) sign(s leafSpec) (*keyPair, error) {
-	key, err := newECKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: s.cn, Organization: s.orgs},
-		NotBefore:             now.Add(-clockSkew),
-		NotAfter:              now.Add(leafValidity),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		DNSNames:              s.dns,
@@ -126,15 +118,7 @@ func (ca *keyPair) sign(s leafSpec) (*keyPair, error) {
 	if s.client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{cert: cert, key: key}, nil
+	return issue(tmpl, leafValidity, ca)
 }
 
 func (kp *keyPair) certPEM() []byte {
@@ -262,37 +246,4 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-// kubeconfigUser is how a kubeconfig authenticates: a client certificate
-// or a bearer token.
-type kubeconfigUser struct {
-	name    string
-	certPEM []byte
-	keyPEM  []byte
-	token   string
-}
-
-// writeKubeconfig writes a self-contained kubeconfig (CA, client
-// certificate and key embedded) for server.
-func writeKubeconfig(path, server string, caPEM []byte, u kubeconfigUser) error {
-	const clusterName = "skiff"
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{
-		Server:                   server,
-		CertificateAuthorityData: caPEM,
-	}
-	cfg.AuthInfos[u.name] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: u.certPEM,
-		ClientKeyData:         u.keyPEM,
-		Token:                 u.token,
-	}
-	ctxName := u.name + "@" + clusterName
-	cfg.Contexts[ctxName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: u.name}
-	cfg.CurrentContext = ctxName
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, data, 0o600)
 }

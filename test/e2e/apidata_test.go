@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Issue 5, must show 2 and 3: configMap and secret volumes with items,
+// configMap and secret volumes with items,
 // modes and fsGroup; a ConfigMap update reaches the running container;
 // downward API labels follow the pod.
 func TestConfigMapSecretDownwardAPIVolumes(t *testing.T) {

@@ -124,7 +124,7 @@ func csrCondition(r *certificatesv1.CertificateSigningRequest, typ certificatesv
 	return nil
 }
 
-// Issue 6, must show 1: a node joins with only a bootstrap token. The
+// A node joins with only a bootstrap token. The
 // controller-manager approves and signs its CSR; Skiff ends Ready with a
 // system:node:<name> certificate for a key it generated, stored as
 // upstream lays it out; a restart reuses it without a new CSR.

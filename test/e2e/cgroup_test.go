@@ -61,7 +61,7 @@ func removeE2ECgroups(t *testing.T) {
 	}
 }
 
-// Issue 4, must show 6: the pod cgroup carries the CPU quota and memory
+// The pod cgroup carries the CPU quota and memory
 // limit of the spec and its containers sit below it; a container that
 // allocates past its 64 Mi limit is OOMKilled and reported so; pod cgroups
 // go with their pods, and orphaned ones (not of running pods) are removed.

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Issue 4: ephemeral containers, as kubectl debug adds them to a running
+// Ephemeral containers, as kubectl debug adds them to a running
 // pod: started once in the target container's PID namespace, reported in
 // ephemeralContainerStatuses, their logs readable and stdin attachable.
 func TestKubectlDebug(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Issue 5, must show 6 (first part): hostAliases appear in /etc/hosts, and
+// hostAliases appear in /etc/hosts, and
 // dnsPolicy None with a dnsConfig gives exactly that resolv.conf.
 func TestHostsFileAndDNSConfig(t *testing.T) {
 	n := newNode(t)

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 4, must show 2: the environment a container gets, printed by the
+// The environment a container gets, printed by the
 // container itself (`env`, no shell in between), against the API
 // documentation: values with $(VAR) expansion, valueFrom of every kind,
 // envFrom with a prefix and a key that is no C identifier, optional

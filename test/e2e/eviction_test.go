@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Issue 5: a pod whose emptyDir grows past its sizeLimit is evicted
+// A pod whose emptyDir grows past its sizeLimit is evicted
 // (Failed, reason Evicted, an Event naming the volume and the limit); a
 // pod within its limit keeps running.
 func TestEmptyDirSizeLimitEviction(t *testing.T) {
@@ -34,11 +34,7 @@ func TestEmptyDirSizeLimitEviction(t *testing.T) {
 			if p != nil {
 				t.Logf("filler as Skiff sees it: phase %s reason %q conditions %+v", p.Status.Phase, p.Status.Reason, p.Status.Conditions)
 			}
-			for _, l := range strings.Split(cn.log(), "\n") {
-				if strings.Contains(l, "filler") || strings.Contains(l, "status") {
-					t.Log(l)
-				}
-			}
+			t.Logf("Skiff's log about the pod:\n%s", grepLines(cn.log(), "filler", 50))
 		}
 	})
 	got := cn.waitPod(t, cn.ns, "filler", 60*time.Second, "evicted", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })

@@ -21,7 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Issue 4: postStart runs after the container starts and preStop before
+// postStart runs after the container starts and preStop before
 // it is signalled, as exec and httpGet actions; a failing postStart kills
 // the container with FailedPostStartHook and it is restarted.
 func TestLifecycleHooks(t *testing.T) {
@@ -124,7 +124,7 @@ func TestLifecycleHooks(t *testing.T) {
 	}
 }
 
-// Issue 4: a preStop sleep action holds the container's SIGTERM back for
+// A preStop sleep action holds the container's SIGTERM back for
 // its seconds, within the grace period.
 func TestPreStopSleepHook(t *testing.T) {
 	cn := newClusterNode(t)

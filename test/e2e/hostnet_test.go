@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Issue 5, must show 6 (second part): a hostPort is reachable on the
+// A hostPort is reachable on the
 // node's IP; a hostNetwork pod sees the node's interfaces.
 func TestHostPortAndHostNetwork(t *testing.T) {
 	n := newNode(t)

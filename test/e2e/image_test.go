@@ -21,7 +21,7 @@ import (
 	"github.com/skiff-sh/skiff/test/registry"
 )
 
-// Issue 4, must show 7, and the rest of image handling: real pulls from a
+// Image handling: real pulls from a
 // real registry (test/registry) into the dev containerd, with and without
 // pull secrets, each pull policy, and bad image names.
 

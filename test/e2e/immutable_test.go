@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 5: a ConfigMap marked immutable is read once and never again for
+// A ConfigMap marked immutable is read once and never again for
 // the pod. Deleted and recreated with other data (all immutability
 // allows), it keeps its first content in the running pod, while a mutable
 // ConfigMap of the same pod, updated at the same time, shows its update

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 4, must show 1: an init container writes a file the app container
+// An init container writes a file the app container
 // reads; a failing init container with restartPolicy Never fails the pod;
 // OnFailure retries it with back-off.
 func TestInitContainers(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Issue 6, must show 2: kubectl logs through the apiserver and Skiff's
+// kubectl logs through the apiserver and Skiff's
 // /containerLogs, with --previous, --tail, --timestamps, --since and -f.
 func TestKubectlLogs(t *testing.T) {
 	cn := newClusterNode(t)

@@ -113,7 +113,7 @@ func (cn *clusterNode) serviceAccountToken(t *testing.T, name string, subresourc
 	return user, tr.Status.Token
 }
 
-// Issue 6: the kubelet API on its port: TLS with a self-signed serving
+// The kubelet API on its port: TLS with a self-signed serving
 // certificate under <root-dir>/pki, 401 without credentials, 403 (with
 // upstream's message) for a ServiceAccount without nodes/proxy, the
 // fine-grained subresources and their proxy fallback, and the
@@ -237,7 +237,7 @@ func kubectlPath() string {
 	return bin
 }
 
-// Issue 6: kubectl exec, attach and port-forward through the apiserver
+// kubectl exec, attach and port-forward through the apiserver
 // to Skiff (the apiserver dials the node's InternalIP with its kubelet
 // client certificate), and the node proxy's stats, metrics and configz.
 func TestKubectlThroughKubeletAPI(t *testing.T) {

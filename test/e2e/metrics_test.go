@@ -47,7 +47,7 @@ func TestMetricsAfterPodStart(t *testing.T) {
 		{"kubelet_pleg_relist_duration_seconds", nil},
 		{"kubelet_pleg_relist_interval_seconds", nil},
 		{"kubelet_pod_worker_duration_seconds", map[string]string{"operation_type": "create"}},
-		// Skiff's own start-up breakdown (issue 7) is on the same registry.
+		// Skiff's own start-up breakdown is on the same registry.
 		{"skiff_pod_startup_duration_seconds", nil},
 		{"skiff_pod_startup_phase_duration_seconds", map[string]string{"phase": "sandbox"}},
 	} {
@@ -91,8 +91,13 @@ func scrape(url string) (map[string]*dto.MetricFamily, error) {
 		b, _ := io.ReadAll(resp.Body)
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
 	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics parses the Prometheus text format.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	var p expfmt.TextParser
-	return p.TextToMetricFamilies(resp.Body)
+	return p.TextToMetricFamilies(r)
 }
 
 // series returns the metrics of a family whose labels include want.

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 5, must show 1: a container uses the token of its injected
+// A container uses the token of its injected
 // kube-api-access volume (and its ca.crt, verifying the apiserver) to
 // list the pods of its own namespace through the apiserver: refused
 // (403, as its service account) until an RBAC Role allows it, then

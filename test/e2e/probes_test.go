@@ -42,7 +42,7 @@ func (cn *clusterNode) execIn(t *testing.T, pod string, cmd ...string) {
 	}
 }
 
-// Issue 4: a liveness probe that starts failing after ~10 s gets the
+// A liveness probe that starts failing after ~10 s gets the
 // container killed and restarted, with upstream's events; a startup probe
 // holds back a liveness probe that would fail until the container has
 // started.
@@ -98,7 +98,7 @@ func TestLivenessAndStartupProbes(t *testing.T) {
 	}
 }
 
-// Issue 4: a readiness probe flips the container's ready flag and the
+// A readiness probe flips the container's ready flag and the
 // pod's ContainersReady and Ready conditions both ways; the results are
 // counted on /metrics/probes.
 func TestReadinessProbe(t *testing.T) {
@@ -154,7 +154,7 @@ func TestReadinessProbe(t *testing.T) {
 	}
 }
 
-// Issue 4: httpGet, tcpSocket and grpc probes, each against a real server
+// httpGet, tcpSocket and grpc probes, each against a real server
 // in the container, pass against what is served and fail otherwise with
 // upstream's messages; an exec probe that outlives its timeout fails.
 func TestProbeHandlers(t *testing.T) {

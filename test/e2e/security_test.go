@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Issue 4, must show 5, and the rest of the security context: runAsUser
+// The security context: runAsUser
 // and readOnlyRootFilesystem enforced inside the container, runAsNonRoot
 // refusing the (root) busybox image, capabilities, privileged, no_new_privs,
 // seccomp, masked /proc paths (/proc/timer_list) and sysctls as the container sees them.
@@ -121,7 +121,7 @@ func TestSecurityContext(t *testing.T) {
 	}
 }
 
-// Issue 5 leftovers: a hostPID pod sees the host's processes and a
+// A hostPID pod sees the host's processes and a
 // hostIPC pod shares the host's IPC namespace; a pod that asks for a host
 // port another pod holds is rejected at admission.
 func TestHostNamespacesAndPortClash(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 5, must show 1 (first part): the kube-api-access-* volume the
+// The kube-api-access-* volume the
 // apiserver injects works: the container sees the namespace and CA files,
 // and its token is one the apiserver accepts, bound to this pod.
 func TestServiceAccountTokenVolume(t *testing.T) {

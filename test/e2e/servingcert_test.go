@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 6 (serverTLSBootstrap): Skiff asks for its serving certificate
+// With serverTLSBootstrap, Skiff asks for its serving certificate
 // with a kubernetes.io/kubelet-serving CSR for system:node:<name> whose
 // SANs are the Node's addresses. The controller-manager does not approve
 // those; once an administrator does, the CA signs it and Skiff stores and

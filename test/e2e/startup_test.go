@@ -12,7 +12,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podstartup"
 )
 
-// Issue 7: with --pod-startup-breakdown-events a pod that starts gets one
+// With --pod-startup-breakdown-events a pod that starts gets one
 // PodStartupBreakdown Event saying where its start-up time went, with every
 // phase of a real start on containerd and phases that add up to no more
 // than the total.

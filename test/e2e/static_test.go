@@ -16,7 +16,7 @@ import (
 
 const podLogsRoot = "/var/log/pods"
 
-// Must show 1: a static pod that prints runs; its log has the line; /pods
+// A static pod that prints runs; its log has the line; /pods
 // shows it Running with container IDs and a pod IP from the CNI bridge.
 func TestStaticPodRunsAndLogs(t *testing.T) {
 	n := newNode(t)
@@ -50,7 +50,7 @@ func TestStaticPodRunsAndLogs(t *testing.T) {
 	})
 }
 
-// Must show 2a: a killed container is restarted and restartCount goes up.
+// A killed container is restarted and restartCount goes up.
 func TestKilledContainerIsRestarted(t *testing.T) {
 	n := newNode(t)
 	n.writeManifest("victim.yaml", staticPod("victim", "exec sleep 3600", ""))
@@ -78,7 +78,7 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 	})
 }
 
-// Must show 2b: a container that keeps failing backs off 10 s, 20 s, ...
+// A container that keeps failing backs off 10 s, 20 s, ...
 func TestCrashLoopBacksOff(t *testing.T) {
 	n := newNode(t)
 	n.writeManifest("crash.yaml", staticPod("crash", "echo dying; exit 1", ""))
@@ -133,7 +133,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	}
 }
 
-// Must show 3: editing a manifest replaces the pod; deleting the file
+// Editing a manifest replaces the pod; deleting the file
 // removes sandbox and containers within the grace period.
 func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
 	n := newNode(t)
@@ -183,7 +183,7 @@ func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
 	}
 }
 
-// Must show 4: a malformed manifest next to a good one: the good pod runs,
+// A malformed manifest next to a good one: the good pod runs,
 // the bad files are reported by name.
 func TestBadManifestsAreReportedAndSkipped(t *testing.T) {
 	n := newNode(t)
@@ -205,7 +205,7 @@ func TestBadManifestsAreReportedAndSkipped(t *testing.T) {
 	}
 }
 
-// Must show 5: stopping and restarting Skiff with two pods running restarts
+// Stopping and restarting Skiff with two pods running restarts
 // no container.
 func TestRestartAdoptsRunningPods(t *testing.T) {
 	n := newNode(t)

@@ -59,7 +59,7 @@ func val(p *uint64) uint64 {
 	return *p
 }
 
-// Must show: /stats/summary and /metrics/resource on the read-only port
+// /stats/summary and /metrics/resource on the read-only port
 // give sane, non-zero figures for a busy pod, clearly above an idle one's.
 func TestStatsSummaryBusyPod(t *testing.T) {
 	n := newNode(t)

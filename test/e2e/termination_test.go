@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Issue 4: what a container writes to its terminationMessagePath (the
+// What a container writes to its terminationMessagePath (the
 // default one, or its own, as root or not) is its terminated message;
 // with FallbackToLogsOnError a failed container that wrote nothing there
 // gets the end of its log; a container that succeeded does not.
@@ -70,7 +70,7 @@ func TestTerminationMessages(t *testing.T) {
 	}
 }
 
-// Issue 4: a pod running longer than its activeDeadlineSeconds is stopped
+// A pod running longer than its activeDeadlineSeconds is stopped
 // and ends Failed with reason DeadlineExceeded and an Event; a pod within
 // its deadline runs on.
 func TestActiveDeadlineSeconds(t *testing.T) {

@@ -37,7 +37,7 @@ const (
 	rotationSlack = 30 * time.Second
 )
 
-// Issue 5, must show 1 (rotation): a projected serviceAccountToken is
+// A projected serviceAccountToken is
 // rotated before it expires, end to end. Skiff re-requests the token at
 // 80 % of its lifetime (less a jitter) and the pod's next sync, at most
 // syncFrequency later, rewrites the volume: the token file changes on the

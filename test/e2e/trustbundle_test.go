@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 5: clusterTrustBundle projections, by name and by signer with a
+// clusterTrustBundle projections, by name and by signer with a
 // label selector, as the pod sees them; a missing bundle fails the mount
 // visibly unless the source is optional.
 func TestClusterTrustBundleProjection(t *testing.T) {

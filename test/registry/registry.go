@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/skiff-sh/skiff/test/ports"
 )
 
 // Options configure a registry.
@@ -68,7 +69,7 @@ func Start(ctx context.Context, opts Options) (*Registry, error) {
 		}
 		r.dir, r.tempDir = dir, true
 	}
-	port, err := freePort()
+	port, err := ports.Free()
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +214,4 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/skiff-sh/skiff/test/cluster"
+	"github.com/skiff-sh/skiff/test/ports"
 )
 
 var getOpts = metav1.GetOptions{}
@@ -72,8 +74,8 @@ func run(ctx context.Context, o options) error {
 	if err := b.c.NodeKubeconfig(nodeName, b.kubeconfig); err != nil {
 		return err
 	}
-	port, err1 := freePort()
-	healthz, err2 := freePort()
+	port, err1 := ports.Free()
+	healthz, err2 := ports.Free()
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("free ports: %v %v", err1, err2)
 	}
@@ -244,11 +246,11 @@ func (b *bench) cleanup(ctx context.Context, spec kubeletSpec) error {
 		fmt.Printf("  removed %d sandboxes %s left behind\n", n, spec.kind)
 	}
 	_ = b.client.CoordinationV1().Leases("kube-node-lease").Delete(ctx, nodeName, metav1.DeleteOptions{})
-	if err := b.nodes.Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil && !isNotFound(err) {
+	if err := b.nodes.Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); sleepCtx(ctx, 200*time.Millisecond) {
-		if _, err := b.nodes.Get(ctx, nodeName, getOpts); isNotFound(err) {
+		if _, err := b.nodes.Get(ctx, nodeName, getOpts); apierrors.IsNotFound(err) {
 			return unmountUnder(filepath.Join(spec.dir, "root"))
 		}
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +69,7 @@ func (r *results) breakdownTable() string {
 		fmt.Fprintf(&b, "\n%s — %d PodStartupBreakdown events (ms):\n\n", runs[0].Name, events)
 		b.WriteString("| phase | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|\n")
 		phases := append([]string(nil), phaseOrder...)
-		for _, p := range sortedKeys(pooled) {
+		for _, p := range slices.Sorted(maps.Keys(pooled)) {
 			if !contains(phases, p) {
 				phases = append(phases, p)
 			}

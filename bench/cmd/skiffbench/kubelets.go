@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,15 +137,6 @@ evictionHard:
 resolvConf: /etc/resolv.conf
 clusterDomain: cluster.local
 `, cri, port, healthzPort)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitNode waits for the bench Node to be Ready.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -63,7 +65,7 @@ func num(v float64) string {
 
 func formatOptions(o map[string]string) string {
 	var parts []string
-	for _, k := range sortedKeys(o) {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
 		parts = append(parts, k+"="+o[k])
 	}
 	return strings.Join(parts, ", ")
@@ -98,7 +100,7 @@ func (r *results) requestTable() string {
 			return median(v)
 		}
 		fmt.Fprintf(&b, "%s:\n\n| request | Skiff | upstream |\n|---|---:|---:|\n", s[0].Name)
-		for _, k := range sortedKeys(kinds) {
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", k, perPod(s, k), perPod(u, k))
 		}
 		b.WriteString("\n")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"time"
 )
 
 // workloadResult is one workload run with one kubelet in one round.
@@ -115,5 +114,3 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 func median(xs []float64) float64 { return percentile(xs, 50) }
-
-func seconds(d time.Duration) float64 { return d.Seconds() }

@@ -11,14 +11,13 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 // criCleaner removes what a kubelet left in the shared runtime.
@@ -47,10 +46,10 @@ func (c *criCleaner) removeAll(ctx context.Context, keep func(ns string) bool) (
 			continue
 		}
 		// The kubelet may be removing it at the same time: gone is done.
-		if err := c.rs.StopPodSandbox(ctx, sb.Id); err != nil && !isGRPCNotFound(err) {
+		if err := c.rs.StopPodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
 			return n, fmt.Errorf("stop sandbox %s: %w", sb.Id, err)
 		}
-		if err := c.rs.RemovePodSandbox(ctx, sb.Id); err != nil && !isGRPCNotFound(err) {
+		if err := c.rs.RemovePodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {
 			return n, fmt.Errorf("remove sandbox %s: %w", sb.Id, err)
 		}
 		n++
@@ -109,10 +108,6 @@ func podSummary(p *v1.Pod) string {
 	}
 	return s
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-func isGRPCNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
 // readVmHWM returns the process's peak resident set (MB) since it started.
 func readVmHWM(pid int) (float64, error) {

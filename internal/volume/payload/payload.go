@@ -35,9 +35,9 @@ func modeOr(m *int32, def int32) int32 {
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// isNotFound reports whether a getter's answer means the object does not
+// missing reports whether a getter's answer means the object does not
 // exist: no object and no error, or an API NotFound error.
-func isNotFound(obj any, err error) bool {
+func missing(obj any, err error) bool {
 	if err != nil {
 		return apierrors.IsNotFound(err)
 	}

@@ -121,7 +121,7 @@ func projectSecret(p *v1.SecretProjection, namespace string, get SecretGetter, d
 	}
 	optional := isTrue(p.Optional)
 	secret, err := get.GetSecret(namespace, p.Name)
-	if isNotFound(secret, err) {
+	if missing(secret, err) {
 		if !optional {
 			if err == nil {
 				err = apierrors.NewNotFound(v1.Resource("secret"), p.Name)
@@ -141,7 +141,7 @@ func projectConfigMap(p *v1.ConfigMapProjection, namespace string, get ConfigMap
 	}
 	optional := isTrue(p.Optional)
 	cm, err := get.GetConfigMap(namespace, p.Name)
-	if isNotFound(cm, err) {
+	if missing(cm, err) {
 		if !optional {
 			if err == nil {
 				err = apierrors.NewNotFound(v1.Resource("configmap"), p.Name)

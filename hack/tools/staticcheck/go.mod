@@ -1,0 +1,18 @@
+// Tools build for Skiff's lint step: staticcheck, pinned, from the Go module
+// proxy. A module of its own so its golang.org/x/tools version never meets
+// kubernetes' or etcd's. Built by hack/build-tools.sh into _output/bin/ and
+// run by hack/lint.sh (make lint, make test).
+module github.com/skiff-sh/skiff/hack/tools/staticcheck
+
+go 1.26.0
+
+tool honnef.co/go/tools/cmd/staticcheck
+
+require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+	honnef.co/go/tools v0.8.2 // indirect
+)

@@ -1,0 +1,28 @@
+package ports
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+func TestFreeThenTaken(t *testing.T) {
+	p, err := Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p <= 0 || p > 65535 {
+		t.Fatalf("Free() = %d, not a port", p)
+	}
+	if !IsFree(p) {
+		t.Fatalf("IsFree(%d) = false right after Free returned it", p)
+	}
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if IsFree(p) {
+		t.Errorf("IsFree(%d) = true while a listener holds it", p)
+	}
+}
