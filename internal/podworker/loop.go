@@ -8,10 +8,9 @@ import (
 )
 
 // run is a pod's goroutine: wait for a reason to sync, sync, repeat.
-func (w *Workers) run(wk *worker) {
+func (w *Workers) run(ctx context.Context, wk *worker) {
 	defer w.wg.Done()
 	defer close(wk.done)
-	ctx := w.ctx
 	if wk.previous != nil {
 		select {
 		case <-wk.previous.done:
@@ -20,14 +19,14 @@ func (w *Workers) run(wk *worker) {
 		}
 	}
 	var lastSync time.Time
-	timer := time.NewTimer(0)
+	timer := w.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-wk.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		w.mu.Lock()
 		pod, phase, grace := wk.pod, wk.phase, wk.grace
@@ -91,7 +90,7 @@ func (w *Workers) run(wk *worker) {
 		}
 		// The next sync waits for a status observed after this one ended,
 		// so it sees what this one did (upstream sets lastSyncTime here).
-		lastSync = time.Now()
+		lastSync = w.cfg.Clock.Now()
 		if next >= 0 {
 			timer.Reset(next)
 		}

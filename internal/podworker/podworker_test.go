@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 const (
@@ -103,7 +102,8 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	f.w = New(ctx, cfg)
+	f.w = New(cfg)
+	go f.w.Run(ctx)
 	t.Cleanup(func() {
 		cancel()
 		done := make(chan struct{})
@@ -189,7 +189,9 @@ func newPod(uid, name string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "ns"}}
 }
 
-func ref(p *v1.Pod) cri.PodRef { return cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace} }
+func ref(p *v1.Pod) container.PodRef {
+	return container.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}
+}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -371,7 +373,7 @@ func TestTerminateCancelsSyncInProgress(t *testing.T) {
 func TestRemoveOrphan(t *testing.T) {
 	f := newFixture(t, nil)
 	f.relistContinuously()
-	orphan := cri.PodRef{UID: "o", Name: "old", Namespace: "ns"}
+	orphan := container.PodRef{UID: "o", Name: "old", Namespace: "ns"}
 	f.w.Remove(orphan, ptr[int64](3))
 	c := f.expect(terminating, "o")
 	if c.pod != nil || c.grace == nil || *c.grace != 3 {
@@ -445,7 +447,7 @@ func TestErrorsAreRetriedAfterBackOff(t *testing.T) {
 }
 
 func TestErrorBackOffDefault(t *testing.T) {
-	w := New(context.Background(), Config{})
+	w := New(Config{})
 	if w.cfg.ErrorBackOff != 10*time.Second {
 		t.Fatalf("default ErrorBackOff = %v, want 10s", w.cfg.ErrorBackOff)
 	}
@@ -538,30 +540,30 @@ func TestReplacementRemovedWhileWaiting(t *testing.T) {
 	f.waitGone("new")
 }
 
-func TestWaitReturnsAfterCancel(t *testing.T) {
+func TestRunReturnsAfterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &fakeHandler{calls: make(chan call, 100)}
 	block := make(chan struct{})
 	defer close(block)
 	h.sync = func(*v1.Pod) (bool, time.Duration, error) { <-block; return false, 0, nil }
 	cache := container.NewCache()
-	w := New(ctx, Config{Handler: h, Cache: cache, Resync: time.Hour})
-	w.Update(newPod("a", "web"))                                    // waits for status: the cache never gets any
-	w.Update(newPod("b", "web"))                                    // waits for a
-	w.Remove(cri.PodRef{UID: "o", Name: "x", Namespace: "ns"}, nil) // waits for status too
+	w := New(Config{Handler: h, Cache: cache, Resync: time.Hour})
+	w.Update(newPod("a", "web"))                                          // waits for status: the cache never gets any
+	w.Update(newPod("b", "web"))                                          // waits for a
+	w.Remove(container.PodRef{UID: "o", Name: "x", Namespace: "ns"}, nil) // waits for status too
 
 	done := make(chan struct{})
-	go func() { w.Wait(); close(done) }()
+	go func() { w.Run(ctx); close(done) }()
 	select {
 	case <-done:
-		t.Fatal("Wait returned before cancel")
+		t.Fatal("Run returned before cancel")
 	case <-time.After(notYet):
 	}
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(waitTimeout):
-		t.Fatal("Wait did not return after cancel")
+		t.Fatal("Run did not return after cancel")
 	}
 	if len(h.calls) != 0 {
 		t.Fatalf("handler called %d times with no status ever available", len(h.calls))

@@ -19,12 +19,28 @@ import (
 	"github.com/skiff-sh/skiff/internal/probe"
 )
 
+// run runs m until ctx ends; the returned channel closes when Run has
+// returned. Pods added after run returns get their workers at once.
+func run(ctx context.Context, m *Manager) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	for {
+		m.mu.Lock()
+		started := m.ctx != nil
+		m.mu.Unlock()
+		if started {
+			return done
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 type fakeStatuses struct {
 	mu sync.Mutex
 	m  map[types.UID]v1.PodStatus
 }
 
-func (f *fakeStatuses) Get(uid types.UID) (v1.PodStatus, bool) {
+func (f *fakeStatuses) Status(uid types.UID) (v1.PodStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.m[uid]
@@ -115,11 +131,12 @@ func newFixture(t *testing.T, c v1.Container) *fixture {
 			Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{c}},
 		},
 	}
-	f.m = New(ctx, Config{Runtime: f.exec, Statuses: f.statuses, Recorder: f.rec})
+	f.m = New(Config{Runtime: f.exec, Statuses: f.statuses, Recorder: f.rec})
 	f.m.start = time.Time{} // no start-up jitter
+	ran := run(ctx, f.m)
 	t.Cleanup(func() {
 		cancel()
-		f.m.Wait()
+		<-ran
 	})
 	// Updates are read as the kubelet would, so senders never block.
 	go func() {
@@ -344,8 +361,9 @@ func TestManagerLifecycle(t *testing.T) {
 	defer cancel()
 	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
 	exec := &fakeExec{exit: map[string]int{"ready": 1}, calls: map[string]int{}}
-	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	m := New(Config{Runtime: exec, Statuses: statuses})
 	m.start = time.Time{}
+	run(ctx, m)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
 	started := true
 	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
@@ -417,8 +435,9 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 	defer cancel()
 	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
 	exec := &fakeExec{exit: map[string]int{}, calls: map[string]int{}}
-	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	m := New(Config{Runtime: exec, Statuses: statuses})
 	m.start = time.Time{} // no start-up spreading
+	run(ctx, m)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
 	statuses.set("u", v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}})
 	m.AddPod(pod)
@@ -476,7 +495,7 @@ func TestExecProbesCapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exec := &blockingExec{release: make(chan struct{})}
-	m := New(ctx, Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
+	m := New(Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Add(1)
