@@ -53,14 +53,15 @@ func TestPodRunsReportsAndIsDeleted(t *testing.T) {
 // the restart shows in its status.
 func TestLivenessFailureRestartsContainer(t *testing.T) {
 	m := newMachine(t)
-	m.start()
+	k, _ := m.start()
 	p := newPod("probed")
 	p.Spec.Containers[0].LivenessProbe = &v1.Probe{
 		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
 		PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
 	}
 	m.createPod(p)
-	before := m.waitPod("probed", "running", running).Status.ContainerStatuses[0]
+	started := m.waitPod("probed", "running", running)
+	uid, before := started.UID, started.Status.ContainerStatuses[0]
 
 	m.rt.InjectError("ExecSync", exitError(1)) // the next probe fails
 	after := m.waitPod("probed", "restarted", func(p *v1.Pod) bool {
@@ -76,6 +77,12 @@ func TestLivenessFailureRestartsContainer(t *testing.T) {
 		p := m.apiPod("probed")
 		return p != nil && p.Status.ContainerStatuses[0].RestartCount == 1
 	})
+	if metricSeries(t, uid) == 0 {
+		t.Error("no probe metrics for the probed pod")
+	}
+
+	m.deletePod("probed")
+	eventually(t, "the probed pod forgotten, its probe metrics too", func() bool { return m.forgotten(k, uid) })
 }
 
 // A Kubelet started again on the same runtime adopts the pods that run:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // The whole kubelet, in-process: New and Run over k8s.io/cri-api's fake
@@ -129,10 +131,32 @@ func (m *machine) start() (k *Kubelet, stop func()) {
 }
 
 // forgotten reports whether the Kubelet keeps nothing of the pod: no
-// record, no status, no worker, no cgroup.
+// record, no status, no worker, no cgroup, no metric series.
 func (m *machine) forgotten(k *Kubelet, uid types.UID) bool {
 	_, hasStatus := k.statuses.Status(uid)
-	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid)
+	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid) && metricSeries(m.t, uid) == 0
+}
+
+// metricSeries counts the series /metrics and /metrics/probes show with
+// the pod's UID as a label.
+func metricSeries(t *testing.T, uid types.UID) int {
+	n := 0
+	for _, g := range []prometheus.Gatherer{metrics.Registry, metrics.ProbeRegistry} {
+		families, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, s := range f.GetMetric() {
+				for _, l := range s.GetLabel() {
+					if l.GetValue() == string(uid) {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // eventually polls cond until it holds, failing the test after a while.
