@@ -204,7 +204,7 @@ func settle(t *testing.T) {
 
 func allWorkersBlocked(stacks string) bool {
 	for _, g := range strings.Split(stacks, "\n\n") {
-		if !strings.Contains(g, "podworker.(*Workers).run(") {
+		if !strings.Contains(g, "created by github.com/skiff-sh/skiff/internal/podworker.(*Workers).goLocked") {
 			continue
 		}
 		header, _, _ := strings.Cut(g, "\n")

@@ -54,6 +54,7 @@ type Manager struct {
 	cfg     Config
 	ctx     context.Context // Run's: parent of every worker's context; nil before
 	pending []*v1.Pod       // added before Run
+	closed  bool            // Run's ctx ended
 	start   time.Time
 	http    *probe.HTTPProber
 	execs   *slots // caps the exec probes running at once
@@ -109,7 +110,8 @@ func (m *Manager) Run(ctx context.Context) {
 		m.AddPod(pod)
 	}
 	<-ctx.Done()
-	m.mu.Lock() // no AddPod adds a worker after this
+	m.mu.Lock()
+	m.closed = true // AddPod adds no worker after this, so Wait sees them all
 	m.mu.Unlock()
 	m.Wait()
 }
@@ -126,7 +128,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 		m.pending = append(m.pending, pod)
 		return
 	}
-	if m.ctx.Err() != nil {
+	if m.closed || m.ctx.Err() != nil {
 		return // shutting down: Run may be waiting for the workers
 	}
 	for i := range pod.Spec.InitContainers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	testclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -33,6 +35,38 @@ func run(ctx context.Context, m *Manager) <-chan struct{} {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// settle waits until every goroutine with that function on its stack is
+// blocked; then it does nothing more until something wakes it.
+func settle(t *testing.T, function string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if allBlocked(string(buf[:goruntime.Stack(buf, true)]), function) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines in %s did not settle", function)
+		}
+	}
+}
+
+func allBlocked(stacks, function string) bool {
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if !strings.Contains(g, function) {
+			continue
+		}
+		header, _, _ := strings.Cut(g, "\n")
+		blocked := false
+		for _, state := range []string{"[select", "[chan receive", "[chan send", "[sync.Cond.Wait", "[sync.Mutex.Lock", "[semacquire"} {
+			blocked = blocked || strings.Contains(header, state)
+		}
+		if !blocked {
+			return false
+		}
+	}
+	return true
 }
 
 type fakeStatuses struct {
@@ -435,7 +469,10 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 	defer cancel()
 	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
 	exec := &fakeExec{exit: map[string]int{}, calls: map[string]int{}}
-	m := New(Config{Runtime: exec, Statuses: statuses})
+	// On a fake clock that never moves, the period never comes: only
+	// StatusStored can make the worker probe.
+	clk := testclock.NewFakeClock(time.Now())
+	m := New(Config{Runtime: exec, Statuses: statuses, Clock: clk})
 	m.start = time.Time{} // no start-up spreading
 	run(ctx, m)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
@@ -443,11 +480,11 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 	m.AddPod(pod)
 	m.StatusStored("u") // nothing to probe yet: the worker goes back to its tick
 
-	time.Sleep(50 * time.Millisecond)
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.(*Manager).addLocked")
 	started := true
 	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
 		Name: "app", ContainerID: "containerd://c1", Started: &started,
-		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(clk.Now())}},
 	}}})
 	m.StatusStored("u")
 	deadline := time.After(5 * time.Second)
@@ -460,7 +497,7 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 		}
 	}
 	m.StatusStored("u")
-	time.Sleep(100 * time.Millisecond)
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.(*Manager).addLocked")
 	if n := exec.count("ready"); n != 1 {
 		t.Errorf("probe ran %d times, want once: a ready container waits for its period", n)
 	}
@@ -516,7 +553,7 @@ func TestExecProbesCapped(t *testing.T) {
 		}
 	}
 	waitUntil("three probes running", func() bool { exec.mu.Lock(); defer exec.mu.Unlock(); return exec.running == 3 })
-	time.Sleep(50 * time.Millisecond) // room for a fourth to sneak in, if it could
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.TestExecProbesCapped") // every check waits: in a slot, or for one
 	for range 10 {
 		exec.release <- struct{}{}
 	}

@@ -62,9 +62,8 @@ type Manager struct {
 type entry struct {
 	pod        *v1.Pod // the pod as the kubelet runs it
 	status     v1.PodStatus
-	version    uint64 // bumped on every change of status
-	synced     uint64 // version last written to the apiserver
-	target     types.UID
+	version    uint64  // bumped on every change of status
+	synced     uint64  // version last written to the apiserver
 	patched    *v1.Pod // the apiserver's response to the last patch
 	terminated bool    // no container of the pod runs any more
 	deleted    bool    // the API object is gone
