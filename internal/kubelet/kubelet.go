@@ -13,6 +13,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -122,6 +123,9 @@ type Kubelet struct {
 // New builds Skiff from its dependencies; nothing runs until Run.
 func New(d Deps) (*Kubelet, error) {
 	cfg, kc := d.Config, d.Config.Kubelet
+	if d.CRI == nil || d.Cgroups == nil || kc == nil {
+		return nil, errors.New("kubelet: New needs the CRI client, the pod cgroups and the kubelet configuration")
+	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
 	}

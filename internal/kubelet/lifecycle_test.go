@@ -256,3 +256,9 @@ func TestAPIServerOutageStatusesCatchUp(t *testing.T) {
 	m.patchesDown.Store(false)
 	m.waitPod("during", "running once the apiserver is back", running)
 }
+
+func TestNewRefusesMissingDependencies(t *testing.T) {
+	if _, err := New(Deps{}); err == nil {
+		t.Fatal("New without a runtime, cgroups or configuration: no error")
+	}
+}
