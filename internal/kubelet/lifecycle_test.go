@@ -262,3 +262,41 @@ func TestNewRefusesMissingDependencies(t *testing.T) {
 		t.Fatal("New without a runtime, cgroups or configuration: no error")
 	}
 }
+
+// Without an apiserver a static pod runs and shows its status on /pods,
+// and a removed manifest stops it and leaves nothing behind.
+func TestStandaloneStaticPod(t *testing.T) {
+	m := newMachine(t)
+	k, _ := m.startStandalone()
+	manifest := filepath.Join(m.static, "alone.yaml")
+	writeFile(t, manifest, `apiVersion: v1
+kind: Pod
+metadata:
+  name: alone
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:test
+`)
+	var uid types.UID
+	eventually(t, "the static pod running on /pods", func() bool {
+		for _, p := range k.Pods() {
+			if p.Name == "alone-"+testNode && running(p) {
+				uid = p.UID
+				return true
+			}
+		}
+		return false
+	})
+	if len(m.client.Actions()) != 0 {
+		t.Errorf("a standalone kubelet called the apiserver: %v", m.client.Actions())
+	}
+
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the static pod forgotten", func() bool {
+		return len(k.Pods()) == 0 && len(m.containers(uid)) == 0 && m.forgotten(k, uid)
+	})
+}

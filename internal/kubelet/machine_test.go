@@ -28,6 +28,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
@@ -90,6 +91,17 @@ func newMachine(t *testing.T) *machine {
 // or the returned stop is called.
 func (m *machine) start() (k *Kubelet, stop func()) {
 	m.t.Helper()
+	return m.startWith(m.client)
+}
+
+// startStandalone starts a Kubelet with no apiserver.
+func (m *machine) startStandalone() (k *Kubelet, stop func()) {
+	m.t.Helper()
+	return m.startWith(nil)
+}
+
+func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
+	m.t.Helper()
 	kc := &kubeletconfig.KubeletConfiguration{}
 	config.SetDefaults(kc)
 	kc.ReadOnlyPort = 0
@@ -102,7 +114,7 @@ func (m *machine) start() (k *Kubelet, stop func()) {
 	k, err := New(Deps{
 		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet"), PodInfraContainerImage: "pause:test"},
 		CRI:    &cri.Client{Runtime: m.rt, Images: m.images, RuntimeName: "fake", RuntimeVersion: "0.1.0"},
-		Client: m.client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"},
+		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"},
 		Periods: Periods{PLEG: 20 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
 			StatusSync: 100 * time.Millisecond, SandboxRemoval: 300 * time.Millisecond},
 	})
