@@ -117,3 +117,12 @@ type Instance struct {
 	Name  string // container name; empty for sandboxes
 	State State
 }
+
+// PodRef identifies a pod by UID, name and namespace: what the runtime's
+// labels say of a sandbox or container, and what a pod worker needs of a
+// pod no source knows.
+type PodRef struct {
+	UID       types.UID
+	Name      string
+	Namespace string
+}

@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skiff-sh/skiff/internal/container"
 )
 
 // Labels and annotations on sandboxes and containers. The names are the
@@ -24,12 +26,9 @@ const (
 	ContainerImageAnnotation        = "io.kubernetes.container.image"
 )
 
-// PodRef identifies the pod a sandbox or container belongs to.
-type PodRef struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-}
+// PodRef identifies the pod a sandbox or container belongs to. It lives in
+// package container, which the pod workers use without this package.
+type PodRef = container.PodRef
 
 // PodRefFromLabels reads a PodRef; ok is false for things Skiff did not make.
 func PodRefFromLabels(l map[string]string) (PodRef, bool) {

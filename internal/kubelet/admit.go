@@ -17,25 +17,26 @@ func (k *Kubelet) admit(p *v1.Pod) bool {
 		k.reject(p, r)
 		return false
 	}
-	if IsStaticPod(p) || k.node == nil {
-		return true // static pods are the node's own, as upstream
+	node, cluster := k.cluster.node()
+	if IsStaticPod(p) || !cluster {
+		k.setAdmission(p, admitted) // static pods are the node's own, as upstream
+		return true
 	}
-	node := k.node.Node()
 	if node == nil {
-		k.mu.Lock()
-		k.pending[p.UID] = true
-		k.mu.Unlock()
+		k.setAdmission(p, pending)
 		return false
 	}
-	k.mu.Lock()
-	delete(k.pending, p.UID)
-	k.mu.Unlock()
 	r := admission.Admit(node, p, k.activePods())
 	if r.Admit {
+		k.setAdmission(p, admitted)
 		return true
 	}
 	k.reject(p, r)
 	return false
+}
+
+func (k *Kubelet) setAdmission(p *v1.Pod, a verdict) {
+	k.records.update(p.UID, func(r *podRecord) { r.verdict = a })
 }
 
 // reject fails a pod admission refused, with an event and its status.
@@ -43,15 +44,10 @@ func (k *Kubelet) reject(p *v1.Pod, r admission.Result) {
 	msg := "Pod was rejected: " + r.Message
 	klog.InfoS("Pod rejected", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, r.Reason, "%s", msg)
-	k.mu.Lock()
-	k.rejected[p.UID] = true
-	k.mu.Unlock()
+	k.setAdmission(p, rejected)
 	s := v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: msg, QOSClass: p.Status.QOSClass}
-	k.statuses.Set(p.UID, s)
-	if k.statusMgr != nil {
-		k.statusMgr.SetPodStatus(p, s)
-		k.statusMgr.TerminatePod(p) // nothing runs: deletion may proceed at once
-	}
+	k.statuses.SetPodStatus(p, s)
+	k.statuses.TerminatePod(p) // nothing runs: deletion may proceed at once
 }
 
 // activePods are admitted pods that have not finished.
@@ -65,21 +61,12 @@ func (k *Kubelet) activePods() []*v1.Pod {
 	return out
 }
 
-func (k *Kubelet) isRejected(p *v1.Pod) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.rejected[p.UID]
-}
-
+// pendingPods are the wanted pods waiting for the Node.
 func (k *Kubelet) pendingPods() []*v1.Pod {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	var out []*v1.Pod
-	for uid := range k.pending {
+	for _, uid := range k.records.with(func(r podRecord) bool { return r.verdict == pending }) {
 		if p, ok := k.pods.get(uid); ok {
 			out = append(out, p)
-		} else {
-			delete(k.pending, uid)
 		}
 	}
 	return out

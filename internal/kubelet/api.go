@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/logs"
@@ -38,29 +39,22 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 	if kc.HealthzPort != nil && *kc.HealthzPort > 0 {
 		run("healthz", server.NewHealthz(net.JoinHostPort(kc.HealthzBindAddress, strconv.Itoa(int(*kc.HealthzPort)))).Run)
 	}
-	if !ptrOr(kc.EnableServer, true) {
+	if !ptr.Deref(kc.EnableServer, true) {
 		return nil
 	}
 	ac := server.AuthConfig{NodeName: k.cfg.NodeName, Authentication: kc.Authentication, Authorization: kc.Authorization}
-	if k.client != nil {
-		ac.TokenReviews = k.apis.reviews.AuthenticationV1()
-		ac.SubjectAccessReviews = k.apis.reviews.AuthorizationV1()
-	}
-	auth, err := server.NewAuth(ac)
-	if err != nil {
-		return fmt.Errorf("kubelet API: %w", err)
-	}
 	tc := server.TLSConfig{
 		CertFile: kc.TLSCertFile, KeyFile: kc.TLSPrivateKeyFile,
 		CertDir: certDir(k.cfg), Host: k.cfg.NodeName,
 		MinVersion: kc.TLSMinVersion, CipherSuites: kc.TLSCipherSuites,
 		ClientCAFile: kc.Authentication.X509.ClientCAFile,
 	}
-	if kc.ServerTLSBootstrap {
-		if k.serving == nil {
-			return fmt.Errorf("kubelet API: serverTLSBootstrap needs an apiserver (--kubeconfig) to request its certificate")
-		}
-		tc.GetCertificate = k.serving.GetCertificate
+	if err := k.cluster.serverAuth(&ac, &tc, kc.ServerTLSBootstrap); err != nil {
+		return err
+	}
+	auth, err := server.NewAuth(ac)
+	if err != nil {
+		return fmt.Errorf("kubelet API: %w", err)
 	}
 	tlsConfig, reload, err := server.NewTLS(tc)
 	if err != nil {
@@ -78,7 +72,7 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 		Runtime:       k.cri.Runtime,
 		Stats:         k.stats,
 		Config:        kc,
-		Debugging:     ptrOr(kc.EnableDebuggingHandlers, true),
+		Debugging:     ptr.Deref(kc.EnableDebuggingHandlers, true),
 		ContainerLogs: logs.Handler(k),
 		SystemLogs:    systemLogs(kc),
 	}).Run)
@@ -88,7 +82,7 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 // systemLogs is the /logs/ handler, nil when enableSystemLogHandler is
 // false.
 func systemLogs(kc *kubeletconfig.KubeletConfiguration) http.Handler {
-	if !ptrOr(kc.EnableSystemLogHandler, true) {
+	if !ptr.Deref(kc.EnableSystemLogHandler, true) {
 		return nil
 	}
 	return server.SystemLogs(server.SystemLogDir)

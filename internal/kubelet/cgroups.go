@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/cm"
 )
@@ -42,7 +43,7 @@ func newCgroups(cfg Config) (*cm.Manager, error) {
 	m, err := cm.New(cm.Config{
 		Root:        cgroupFSRoot,
 		CgroupRoot:  kc.CgroupRoot,
-		PerQOS:      ptrOr(kc.CgroupsPerQOS, true),
+		PerQOS:      ptr.Deref(kc.CgroupsPerQOS, true),
 		Driver:      kc.CgroupDriver,
 		EnforcePods: slices.Contains(kc.EnforceNodeAllocatable, "pods"),
 		Capacity: v1.ResourceList{
@@ -50,9 +51,9 @@ func newCgroups(cfg Config) (*cm.Manager, error) {
 			v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
 		},
 		Reserved:          reserved,
-		CPUCFSQuota:       ptrOr(kc.CPUCFSQuota, true),
+		CPUCFSQuota:       ptr.Deref(kc.CPUCFSQuota, true),
 		CPUCFSQuotaPeriod: kc.CPUCFSQuotaPeriod.Duration,
-		PodPidsLimit:      ptrOr(kc.PodPidsLimit, -1),
+		PodPidsLimit:      ptr.Deref(kc.PodPidsLimit, -1),
 	})
 	if err != nil {
 		return nil, err

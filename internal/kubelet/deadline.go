@@ -25,7 +25,7 @@ func (k *Kubelet) checkActiveDeadline(pod *v1.Pod, now time.Time) time.Duration 
 		return 0
 	}
 	deadline := time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second
-	known, ok := k.statuses.Get(pod.UID)
+	known, ok := k.statuses.Status(pod.UID)
 	if !ok {
 		known = pod.Status // the apiserver's, when Skiff just started
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/statusmanager"
 )
 
 type fakeRecorder struct{ events []string }
@@ -50,17 +50,17 @@ func TestActiveDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &fakeRecorder{}
-			k := &Kubelet{statuses: status.NewStore(), failed: map[types.UID]podFailure{}, recorder: rec}
+			k := &Kubelet{statuses: statusmanager.New(statusmanager.Config{}), records: newPodRecords(), recorder: rec}
 			if tc.known != nil {
-				k.statuses.Set(tc.pod.UID, *tc.known)
+				k.statuses.SetPodStatus(tc.pod, *tc.known)
 			}
 			if left := k.checkActiveDeadline(tc.pod, now); left != tc.left {
 				t.Errorf("left %v, want %v", left, tc.left)
 			}
 			k.checkActiveDeadline(tc.pod, now.Add(time.Millisecond)) // once is enough
 			if !tc.failed {
-				if k.failure(tc.pod.UID) != nil || len(rec.events) > 0 {
-					t.Errorf("failed %+v, events %q", k.failure(tc.pod.UID), rec.events)
+				if k.records.get(tc.pod.UID).failure != nil || len(rec.events) > 0 {
+					t.Errorf("failed %+v, events %q", k.records.get(tc.pod.UID).failure, rec.events)
 				}
 				return
 			}
@@ -69,7 +69,7 @@ func TestActiveDeadline(t *testing.T) {
 				t.Errorf("events %q, want one %q", rec.events, want)
 			}
 			s := v1.PodStatus{Phase: v1.PodRunning}
-			k.applyFailure(tc.pod.UID, &s)
+			applyFailure(k.records.get(tc.pod.UID).failure, &s)
 			if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" || s.Message != "Pod was active on the node longer than the specified deadline" || len(s.Conditions) != 0 {
 				t.Errorf("status %+v, want Failed/DeadlineExceeded without DisruptionTarget", s)
 			}

@@ -4,25 +4,15 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/eviction"
 )
 
-// podFailure is why Skiff itself failed a pod that was running: the
-// status reason and message it ends with, and whether the pod was
-// disrupted (an eviction adds the DisruptionTarget condition; an exceeded
-// active deadline does not).
-type podFailure struct {
-	reason, message string
-	disruption      bool
-}
-
 // runEviction evicts pods over their emptyDir sizeLimit, when the config
 // enables local storage capacity isolation (the default).
 func (k *Kubelet) runEviction(ctx context.Context) {
-	if !ptrOr(k.cfg.Kubelet.LocalStorageCapacityIsolation, true) {
+	if !ptr.Deref(k.cfg.Kubelet.LocalStorageCapacityIsolation, true) {
 		return
 	}
 	eviction.New(eviction.Config{
@@ -37,7 +27,7 @@ func (k *Kubelet) runEviction(ctx context.Context) {
 func (k *Kubelet) evictablePods() []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range k.activePods() {
-		if !IsStaticPod(p) && k.failure(p.UID) == nil {
+		if !IsStaticPod(p) && k.records.get(p.UID).failure == nil {
 			out = append(out, p)
 		}
 	}
@@ -56,29 +46,19 @@ func (k *Kubelet) evict(p *v1.Pod, message string) {
 
 // fail records that the pod is to end Failed for f; false if it already is.
 func (k *Kubelet) fail(p *v1.Pod, f podFailure) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, done := k.failed[p.UID]; done {
-		return false
-	}
-	k.failed[p.UID] = f
-	return true
-}
-
-func (k *Kubelet) failure(uid types.UID) *podFailure {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if f, ok := k.failed[uid]; ok {
-		return &f
-	}
-	return nil
+	first := false
+	k.records.update(p.UID, func(r *podRecord) {
+		if r.failure == nil {
+			r.failure, first = &f, true
+		}
+	})
+	return first
 }
 
 // applyFailure makes the status of a pod Skiff failed Failed with its
 // reason and message, and an evicted pod's with the DisruptionTarget
 // condition upstream adds.
-func (k *Kubelet) applyFailure(uid types.UID, s *v1.PodStatus) {
-	f := k.failure(uid)
+func applyFailure(f *podFailure, s *v1.PodStatus) {
 	if f == nil {
 		return
 	}
@@ -96,5 +76,4 @@ func (k *Kubelet) applyFailure(uid types.UID, s *v1.PodStatus) {
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet,
 		Message: f.message,
 	})
-	klog.V(4).InfoS("Pod status marked evicted", "podUID", uid)
 }

@@ -1,68 +1,117 @@
 // Package kubelet wires Skiff together: pod sources feed the pod manager,
 // whose changes go to the pod workers; PLEG events wake the workers; the
 // workers sync pods through the runtime manager and record statuses, which
-// the status manager reports to the apiserver and the server shows.
+// the status manager keeps, reports to the apiserver and the server shows.
+//
+// New builds the whole machine from its dependencies (a CRI client, an
+// apiserver client or none, a clock, the filesystem roots) and Run runs
+// it, so tests drive it in-process over fakes. Each pod has one record
+// (records.go) and a list of per-pod hooks (hooks.go) set up in order
+// before it runs and torn down in reverse, in one place, once nothing of
+// it runs.
 package kubelet
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/admission"
 	"github.com/skiff-sh/skiff/internal/certs"
-	"github.com/skiff-sh/skiff/internal/cm"
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
-	"github.com/skiff-sh/skiff/internal/metrics"
-	"github.com/skiff-sh/skiff/internal/nodestatus"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
-	"github.com/skiff-sh/skiff/internal/podsource/apiserver"
-	"github.com/skiff-sh/skiff/internal/podsource/file"
-	podurl "github.com/skiff-sh/skiff/internal/podsource/url"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/prober"
 	"github.com/skiff-sh/skiff/internal/stats"
-	"github.com/skiff-sh/skiff/internal/status"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
-	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
 const (
-	plegPeriod         = time.Second
-	housekeepingPeriod = 2 * time.Second
 	defaultPodLogsDir  = "/var/log/pods"
 	errorBackOffPeriod = 10 * time.Second
-	// A cleaned-up pod's sandboxes are removed this long after (upstream's
-	// container GC period; podruntime/removal.go says why not at once).
-	sandboxRemovalDelay = time.Minute
 )
 
-// Kubelet is one running Skiff.
+// Deps is what New builds Skiff from. Config's RootDir, the configured
+// PodLogsDir and staticPodPath are the filesystem roots.
+type Deps struct {
+	Config Config
+	// CRI is the runtime and image service (k8s.io/cri-api's fakes fit).
+	CRI *cri.Client
+	// Client talks to the apiserver; nil runs standalone.
+	Client kube.Interface
+	// Heartbeat renews the Lease and posts the node status; Reviews makes
+	// the kubelet API's TokenReviews and SubjectAccessReviews. Both are
+	// unthrottled clients on Client's transport; nil: Client.
+	Heartbeat, Reviews kube.Interface
+	// Creds renews Client's certificate; nil when nothing rotates.
+	Creds *certs.Client
+	// Clock times PLEG, the pod workers, the prober and status reports;
+	// nil: the real one.
+	Clock clock.WithTicker
+	// Cgroups places pods in cgroups (*cm.Manager).
+	Cgroups PodCgroups
+	// HostIPs are the node's addresses, the pods' hostIPs.
+	HostIPs []string
+	// Periods; zero values are the production ones.
+	Periods Periods
+}
+
+// Periods are the kubelet's loop periods.
+type Periods struct {
+	PLEG         time.Duration // relist: 1 s
+	Housekeeping time.Duration // orphans, admission retries: 2 s
+	StatusSync   time.Duration // status retries: 10 s
+	// SandboxRemoval is how long after clean-up a pod's sandboxes are
+	// removed: upstream's container GC period, 1 min (podruntime/removal.go
+	// says why not at once).
+	SandboxRemoval time.Duration
+}
+
+func (p Periods) withDefaults() Periods {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&p.PLEG, time.Second)
+	def(&p.Housekeeping, 2*time.Second)
+	def(&p.StatusSync, 10*time.Second)
+	def(&p.SandboxRemoval, time.Minute)
+	return p
+}
+
+// Kubelet is one Skiff. Per-pod state lives in the pod records, the pod
+// workers and the status manager, never in maps of its own.
 type Kubelet struct {
-	cfg      Config
-	cri      *cri.Client
-	runtime  *podruntime.Manager
-	cache    *container.Cache
-	pleg     *pleg.PLEG
-	workers  *podworker.Workers
-	pods     *podManager
-	statuses *status.Store
+	cfg     Config
+	periods Periods
+	clock   clock.WithTicker
+	cri     *cri.Client
+	runtime *podruntime.Manager
+	cache   *container.Cache
+	pleg    *pleg.PLEG
+	workers *podworker.Workers
+	pods    *podManager
+	records *podRecords
+	hooks   []podHook
+	// statuses holds every pod's latest status and reports it when a
+	// cluster is there.
+	statuses *statusmanager.Manager
 	hostIPs  []string
 	sources  []string // names of the configured sources
 	recorder podruntime.Recorder
@@ -70,200 +119,135 @@ type Kubelet struct {
 	startup  *podstartup.Tracker
 	stats    *stats.Provider
 	local    *admission.Local // node-local admission checks
-	cgroups  *cm.Manager
+	cgroups  PodCgroups
 	logsDir  string // podLogsDir: /var/log/pods
 	prober   *prober.Manager
+	cluster  cluster // the apiserver side; does nothing standalone
+}
 
-	// Cluster mode only; nil when standalone.
-	client    kube.Interface
-	apis      apiClients // client is apis.main
-	statusMgr *statusmanager.Manager
-	node      nodeInfo
-	serving   *certs.Serving // serverTLSBootstrap's certificate; nil otherwise
+// New builds Skiff from its dependencies; nothing runs until Run.
+func New(d Deps) (*Kubelet, error) {
+	cfg, kc := d.Config, d.Config.Kubelet
+	if d.CRI == nil || d.Cgroups == nil || kc == nil {
+		return nil, errors.New("kubelet: New needs the CRI client, the pod cgroups and the kubelet configuration")
+	}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
+	}
+	sysctls, err := admission.NewSysctls(kc.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kubelet{
+		cfg: cfg, periods: d.Periods.withDefaults(), clock: d.Clock, cri: d.CRI,
+		cache: container.NewCache(), pods: newPodManager(), records: newPodRecords(),
+		hostIPs: d.HostIPs, recorder: logRecorder{}, cgroups: d.Cgroups,
+		local:   &admission.Local{Sysctls: sysctls, AppArmor: admission.AppArmorEnabled()},
+		logsDir: kc.PodLogsDir,
+	}
+	if k.logsDir == "" {
+		k.logsDir = defaultPodLogsDir
+	}
+	if err := k.newCluster(d); err != nil {
+		return nil, err
+	}
+	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
+		return nil, err
+	}
+	k.volumes = k.newVolumes(d.Client)
+	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock})
+	rc := k.runtimeConfig()
+	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
+		return nil, err
+	}
+	k.runtime = podruntime.New(rc)
+	k.pleg = pleg.New(pleg.Config{Runtime: k.runtime, Cache: k.cache, Period: k.periods.PLEG, Clock: d.Clock})
+	k.workers = podworker.New(podworker.Config{
+		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod, Clock: d.Clock,
+	})
+	k.stats = stats.New(stats.Config{
+		Runtime: d.CRI.Runtime, Images: d.CRI.Images, NodeName: cfg.NodeName,
+		RootDir: cfg.RootDir, PodLogsDir: k.logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
+	})
+	if kc.StaticPodPath != "" {
+		k.sources = append(k.sources, podsource.File)
+	}
+	if kc.StaticPodURL != "" {
+		k.sources = append(k.sources, podsource.HTTP)
+	}
+	k.sources = append(k.sources, k.cluster.sources()...)
+	k.hooks = k.podHooks()
+	return k, nil
+}
 
-	mu       sync.Mutex
-	reasons  map[types.UID]map[string]*podruntime.ContainerError
-	rejected map[types.UID]bool       // pods admission refused
-	pending  map[types.UID]bool       // pods waiting for the Node before admission
-	failed   map[types.UID]podFailure // pods Skiff failed (evicted, past their deadline)
+// runtimeConfig configures the runtime manager.
+func (k *Kubelet) runtimeConfig() podruntime.Config {
+	kc := k.cfg.Kubelet
+	nodeIP := ""
+	if len(k.hostIPs) > 0 {
+		nodeIP = k.hostIPs[0]
+	}
+	rc := podruntime.Config{
+		CRI:        k.cri,
+		Recorder:   k.recorder,
+		PodLogsDir: k.logsDir,
+		NodeIP:     nodeIP,
+		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptr.Deref(kc.ResolverConfig, "")},
+		PodDir:     k.volumes.PodDir,
+		Timer:      k.startup,
+		Env:        k.cluster.env(k.hostIPs, k.allocatable),
+		Security: podruntime.Security{
+			SeccompDefault: ptr.Deref(kc.SeccompDefault, false),
+			SeccompRoot:    filepath.Join(k.cfg.RootDir, "seccomp"),
+		},
+		Resources:   k.cgroups,
+		Puller:      images.NewPuller(k.cri.Images, ptr.Deref(kc.SerializeImagePulls, true), ptr.Deref(kc.MaxParallelImagePulls, 0)),
+		PullSecrets: k.cluster.pullSecrets(),
+		StartupDone: k.prober.StartupDone,
+		Unhealthy: func(id string) (string, bool) {
+			kind, failed := k.prober.Unhealthy(id)
+			return strings.ToLower(string(kind)), failed
+		},
+		SandboxRemovalDelay: k.periods.SandboxRemoval,
+	}
+	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
+	return rc
 }
 
 // Run runs Skiff until ctx ends. Pods keep running when it returns: a
 // restarted Skiff adopts them.
-func Run(ctx context.Context, cfg Config) error {
-	kc := cfg.Kubelet
-	if cfg.Kubeconfig == "" && cfg.BootstrapKubeconfig != "" {
-		return errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path where the bootstrapped kubeconfig is written")
-	}
-	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
-		return fmt.Errorf("create root directory: %w", err)
-	}
-	sysctls, err := admission.NewSysctls(kc.AllowedUnsafeSysctls)
-	if err != nil {
-		return err
-	}
-	cgroups, err := newCgroups(cfg)
-	if err != nil {
-		return err
-	}
-	client, err := cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration)
-	if err != nil {
-		return err
-	}
-	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", client.RuntimeName, "version", client.RuntimeVersion)
-	if kc.PodCIDR != "" { // as upstream, in both modes; a Node's podCIDRs come later
-		if err := nodestatus.SetRuntimePodCIDR(ctx, client.Runtime, kc.PodCIDR); err != nil {
-			klog.ErrorS(err, "Pod CIDR update failed")
-		}
-	}
-
-	metrics.SetNodeName(cfg.NodeName)
+func (k *Kubelet) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	k := &Kubelet{
-		cfg:      cfg,
-		cri:      client,
-		cache:    container.NewCache(),
-		pods:     newPodManager(),
-		statuses: status.NewStore(),
-		reasons:  map[types.UID]map[string]*podruntime.ContainerError{},
-		rejected: map[types.UID]bool{},
-		pending:  map[types.UID]bool{},
-		failed:   map[types.UID]podFailure{},
-		recorder: logRecorder{},
-		local:    &admission.Local{Sysctls: sysctls, AppArmor: admission.AppArmorEnabled()},
-		cgroups:  cgroups,
-	}
-	if k.hostIPs, err = nodestatus.HostIPs(ctx, splitIPs(cfg.NodeIP), cfg.NodeName); err != nil {
-		klog.InfoS("Host IP unknown; pods report none", "err", err)
-	}
-	var creds *certs.Client
-	if cfg.Kubeconfig != "" {
-		if k.apis, creds, err = newClient(ctx, cfg); err != nil {
-			return err
-		}
-		k.client = k.apis.main
-		k.recorder = newEventRecorder(ctx, k.client.CoreV1(), cfg)
-		k.statusMgr = statusmanager.New(k.client.CoreV1(), k)
-	}
-	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
-		return err
-	}
-	vc := volume.Config{RootDir: cfg.RootDir, Client: k.client, NodeAllocatable: k.allocatable}
-	if k.client != nil {
-		vc.Tokens = payload.New(k.client.CoreV1(), nil)
-	}
-	k.volumes = volume.New(vc)
-	env, runServiceWatch := k.newEnv()
-	logsDir := kc.PodLogsDir
-	if logsDir == "" {
-		logsDir = defaultPodLogsDir
-	}
-	k.logsDir = logsDir
-	rc := podruntime.Config{
-		CRI:        client,
-		Recorder:   k.recorder,
-		PodLogsDir: logsDir,
-		NodeIP:     first(k.hostIPs),
-		DNS:        podruntime.DNS{ClusterDNS: kc.ClusterDNS, ClusterDomain: kc.ClusterDomain, ResolvConf: ptrOr(kc.ResolverConfig, "")},
-		PodDir:     k.volumes.PodDir,
-		Timer:      k.startup,
-		Env:        env,
-		Security: podruntime.Security{
-			SeccompDefault: ptrOr(kc.SeccompDefault, false),
-			SeccompRoot:    filepath.Join(cfg.RootDir, "seccomp"),
-		},
-		Resources: cgroups,
-		Puller:    images.NewPuller(client.Images, ptrOr(kc.SerializeImagePulls, true), ptrOr(kc.MaxParallelImagePulls, 0)),
-
-		SandboxRemovalDelay: sandboxRemovalDelay,
-	}
-	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
-	if k.client != nil {
-		rc.PullSecrets = k.pullSecrets
-	}
-	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
-		return err
-	}
-	k.prober = prober.New(ctx, prober.Config{Runtime: client.Runtime, Statuses: k.statuses, Recorder: k.recorder})
-	rc.StartupDone = k.prober.StartupDone
-	rc.Unhealthy = func(id string) (string, bool) {
-		kind, failed := k.prober.Unhealthy(id)
-		return strings.ToLower(string(kind)), failed
-	}
-	k.runtime = podruntime.New(rc)
-	k.pleg = pleg.New(k.runtime, k.cache, plegPeriod)
-	k.workers = podworker.New(ctx, podworker.Config{
-		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod,
-	})
-
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer k.prober.Wait() // after the pod workers, which add probes
-	defer k.workers.Wait()
 	// An early return (a start-up error below) must end what was spawned
-	// before the waits above, or they wait forever.
+	// before the wait above, or it waits forever.
 	defer cancel()
 	spawn := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
+	spawn(k.workers.Run)
+	spawn(k.prober.Run)
 	updates := make(chan podsource.Update, 16)
-	if runServiceWatch != nil {
-		spawn(runServiceWatch)
+	if err := k.cluster.run(ctx, spawn, updates); err != nil {
+		return err
 	}
-	if kc.StaticPodPath != "" {
-		k.sources = append(k.sources, podsource.File)
-		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: cfg.NodeName, Period: kc.FileCheckFrequency.Duration})
-		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
-	}
-	if kc.StaticPodURL != "" {
-		k.sources = append(k.sources, podsource.HTTP)
-		src := podurl.New(podurl.Config{URL: kc.StaticPodURL, Header: kc.StaticPodURLHeader,
-			NodeName: cfg.NodeName, Period: kc.HTTPCheckFrequency.Duration})
-		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
-	}
-	if k.client != nil {
-		spawn(creds.Run)
-		if err := k.startNode(ctx, spawn); err != nil {
-			return err
-		}
-		k.sources = append(k.sources, podsource.APIServer)
-		spawn(func(ctx context.Context) {
-			apiserver.Run(ctx, apiserver.Config{Client: k.client.CoreV1(), NodeName: cfg.NodeName}, updates)
-		})
-		spawn(k.statusMgr.Run)
-	}
+	k.runSources(spawn, updates)
 	spawn(k.pleg.Run)
-	spawn(func(ctx context.Context) { k.runtime.RunSandboxRemover(ctx, housekeepingPeriod) })
-	k.stats = stats.New(stats.Config{
-		Runtime: client.Runtime, Images: client.Images, NodeName: cfg.NodeName,
-		RootDir: cfg.RootDir, PodLogsDir: logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
-	})
+	spawn(func(ctx context.Context) { k.runtime.RunSandboxRemover(ctx, k.periods.Housekeeping) })
 	spawn(k.stats.Run)
 	spawn(k.runEviction)
 	spawn(k.runLogRotation)
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}
-	klog.InfoS("Skiff started", "node", cfg.NodeName, "standalone", k.client == nil, "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
+	kc := k.cfg.Kubelet
+	klog.InfoS("Skiff started", "node", k.cfg.NodeName, "standalone", k.cluster.standalone(), "staticPodPath", kc.StaticPodPath, "readOnlyPort", kc.ReadOnlyPort)
 	k.syncLoop(ctx, updates)
 	klog.InfoS("Skiff stopping; pods keep running")
 	return nil
-}
-
-func first(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 // splitIPs splits --node-ip's comma-separated addresses.

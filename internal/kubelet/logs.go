@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -28,7 +29,7 @@ func (k *Kubelet) ContainerLog(ctx context.Context, namespace, name, container s
 	if podspec.Container(&pod.Spec, container) == nil {
 		return logs.Log{}, logs.NotFound("container %q not found in pod %q", container, name)
 	}
-	st, ok := k.statuses.Get(pod.UID)
+	st, ok := k.statuses.Status(pod.UID)
 	if !ok {
 		st = pod.Status // Skiff just started: the apiserver's copy
 	}
@@ -130,8 +131,8 @@ func (k *Kubelet) runLogRotation(ctx context.Context) {
 	cfg := logs.RotateConfig{
 		Runtime:  k.cri.Runtime,
 		MaxSize:  size,
-		MaxFiles: int(ptrOr(kc.ContainerLogMaxFiles, 5)),
-		Workers:  int(ptrOr(kc.ContainerLogMaxWorkers, 1)),
+		MaxFiles: int(ptr.Deref(kc.ContainerLogMaxFiles, 5)),
+		Workers:  int(ptr.Deref(kc.ContainerLogMaxWorkers, 1)),
 	}
 	if kc.ContainerLogMonitorInterval != nil {
 		cfg.Interval = kc.ContainerLogMonitorInterval.Duration

@@ -18,7 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/statusmanager"
 )
 
 var _ logs.Source = (*Kubelet)(nil)
@@ -47,11 +47,11 @@ func TestContainerLogSource(t *testing.T) {
 		ctr("evil", "/etc/shadow", runtimeapi.ContainerState_CONTAINER_RUNNING),
 	})
 	k := &Kubelet{
-		pods: newPodManager(), statuses: status.NewStore(), logsDir: root,
+		pods: newPodManager(), statuses: statusmanager.New(statusmanager.Config{}), logsDir: root,
 		cri: &cri.Client{Runtime: fake, RuntimeName: "containerd"},
 	}
 	k.pods.apply(podsource.Update{Source: podsource.APIServer, Pods: []*v1.Pod{pod}})
-	k.statuses.Set(pod.UID, v1.PodStatus{
+	k.statuses.SetPodStatus(pod, v1.PodStatus{
 		InitContainerStatuses: []v1.ContainerStatus{{Name: "init", ContainerID: "containerd://init0",
 			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ContainerID: "containerd://init0"}}}},
 		ContainerStatuses: []v1.ContainerStatus{

@@ -3,27 +3,27 @@ package kubelet
 import (
 	"context"
 	"sort"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podsource"
+	"github.com/skiff-sh/skiff/internal/podsource/file"
+	podurl "github.com/skiff-sh/skiff/internal/podsource/url"
 )
 
 // syncLoop is the kubelet's one select: source updates, runtime events and
 // housekeeping, until ctx ends.
 func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podsource.Update) {
-	housekeeping := time.NewTicker(housekeepingPeriod)
+	housekeeping := k.clock.NewTicker(k.periods.Housekeeping)
 	defer housekeeping.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			k.handleUpdate(u)
+			k.handleUpdate(ctx, u)
 		case e := <-k.pleg.Events():
 			klog.V(4).InfoS("PLEG event", "podUID", e.ID, "type", e.Type, "id", e.Data)
 			k.workers.Notify(e.ID)
@@ -32,18 +32,32 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podsource.Update)
 			// liveness or startup probe) asks for a kill: sync it now.
 			klog.V(4).InfoS("Probe result changed", "podUID", u.PodUID, "probe", u.Kind, "containerID", u.ContainerID, "result", u.Result)
 			k.workers.Notify(u.PodUID)
-		case <-housekeeping.C:
+		case <-housekeeping.C():
 			k.housekeeping(ctx)
 		}
 	}
 }
 
-func (k *Kubelet) handleUpdate(u podsource.Update) {
+// runSources starts the static pod file and manifest URL sources, if
+// configured.
+func (k *Kubelet) runSources(spawn func(func(context.Context)), updates chan<- podsource.Update) {
+	kc := k.cfg.Kubelet
+	if kc.StaticPodPath != "" {
+		src := file.New(file.Config{Path: kc.StaticPodPath, NodeName: k.cfg.NodeName, Period: kc.FileCheckFrequency.Duration})
+		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
+	}
+	if kc.StaticPodURL != "" {
+		src := podurl.New(podurl.Config{URL: kc.StaticPodURL, Header: kc.StaticPodURLHeader,
+			NodeName: k.cfg.NodeName, Period: kc.HTTPCheckFrequency.Duration})
+		spawn(func(ctx context.Context) { src.Run(ctx, updates) })
+	}
+}
+
+func (k *Kubelet) handleUpdate(ctx context.Context, u podsource.Update) {
 	ch := k.pods.apply(u)
 	for _, p := range ch.removed {
 		klog.V(2).InfoS("Pod removed from its source", "pod", klog.KObj(p), "source", u.Source)
-		k.workers.Remove(refOf(p), nil)
-		k.forget(p)
+		k.removePod(ctx, p)
 	}
 	// Admit in creation order, as upstream, so earlier pods win resources.
 	sort.SliceStable(ch.updated, func(i, j int) bool {
@@ -54,38 +68,47 @@ func (k *Kubelet) handleUpdate(u podsource.Update) {
 	}
 	for _, name := range ch.mirrors {
 		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
-			k.workers.Notify(p.UID) // its mirror pod changed or went: re-sync it
-			if k.statusMgr != nil {
-				k.statusMgr.PodUpdated(p) // a new mirror pod needs the status now
-			}
+			k.workers.Notify(p.UID)  // its mirror pod changed or went: re-sync it
+			k.statuses.PodUpdated(p) // a new mirror pod needs the status now
 		}
 	}
 }
 
 // handlePod acts on a new or changed pod.
 func (k *Kubelet) handlePod(p *v1.Pod) {
-	if k.statusMgr != nil {
-		k.statusMgr.PodUpdated(p)
-	}
-	if k.isRejected(p) {
+	k.statuses.PodUpdated(p)
+	if k.records.get(p.UID).verdict == rejected {
 		return
 	}
 	known := k.workers.Has(p.UID)
 	if !known && p.DeletionTimestamp == nil {
 		k.startup.Seen(p.UID)
-		began := time.Now()
+		began := k.clock.Now()
 		ok := k.admit(p)
-		k.startup.Admitted(p.UID, time.Since(began))
+		k.startup.Admitted(p.UID, k.clock.Since(began))
 		if !ok {
 			return
 		}
 	}
 	if !known {
-		metrics.PodStarts.Seen(p.UID, time.Now())
+		metrics.PodStarts.Seen(p.UID, k.clock.Now())
 	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {
 		k.workers.Terminate(p, p.DeletionGracePeriodSeconds)
+	}
+}
+
+// removePod acts on a pod no source wants any more: its worker stops it
+// and then tears it down; a pod without a worker (refused, or waiting for
+// the Node) has nothing running and is torn down at once.
+func (k *Kubelet) removePod(ctx context.Context, p *v1.Pod) {
+	if k.workers.Has(p.UID) {
+		k.workers.Remove(refOf(p), nil)
+		return
+	}
+	if err := k.teardownPod(ctx, refOf(p)); err != nil {
+		klog.ErrorS(err, "Failed to clean up pod", "pod", klog.KObj(p))
 	}
 }
 
@@ -110,35 +133,8 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	}
 	k.cleanupOrphanedPodDirs(ctx)
 	k.cleanupOrphanedCgroups(ctx)
-	if k.client != nil {
-		for _, mp := range k.pods.orphanedMirrors() {
-			if err := k.deleteMirrorPod(ctx, mp); err != nil {
-				klog.ErrorS(err, "Failed to delete orphaned mirror pod", "pod", klog.KObj(mp))
-			}
-		}
-	}
+	k.cluster.deleteMirrorPods(ctx, k.pods.orphanedMirrors())
 	k.runtime.GC()
-}
-
-func (k *Kubelet) forget(p *v1.Pod) {
-	if k.statusMgr != nil {
-		k.statusMgr.RemovePod(p.UID)
-	}
-	k.startup.Forget(p.UID)
-	k.prober.RemovePod(p.UID)
-	k.mu.Lock()
-	if k.rejected[p.UID] {
-		k.statuses.Delete(p.UID) // no worker will
-	}
-	delete(k.rejected, p.UID)
-	delete(k.pending, p.UID)
-	k.mu.Unlock()
-	metrics.PodStarts.Forget(p.UID)
-	metrics.ForgetPodProbes(p.Namespace, p.Name, p.UID)
-}
-
-func refOf(p *v1.Pod) cri.PodRef {
-	return cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}
 }
 
 // cleanupOrphanedPodDirs removes the volumes of pods that neither a source

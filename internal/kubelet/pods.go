@@ -11,7 +11,7 @@ func (k *Kubelet) Pods() []*v1.Pod {
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		p = p.DeepCopy()
-		if s, ok := k.statuses.Get(p.UID); ok {
+		if s, ok := k.statuses.Status(p.UID); ok {
 			p.Status = s
 		} else {
 			p.Status.Phase = v1.PodPending

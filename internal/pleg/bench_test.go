@@ -26,7 +26,7 @@ func BenchmarkRelist(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		rt, m := populate(b, n)
 		cache := container.NewCache()
-		p := pleg.New(m, cache, 0)
+		p := pleg.New(pleg.Config{Runtime: m, Cache: cache})
 		ctx, cancel := context.WithCancel(context.Background())
 		go drain(ctx, p)
 		p.Relist(ctx) // the first relist reads every pod

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -51,6 +52,7 @@ type PLEG struct {
 	rt     Runtime
 	cache  *container.Cache
 	period time.Duration
+	clock  clock.WithTicker
 	events chan *Event
 
 	mu        sync.Mutex
@@ -60,10 +62,23 @@ type PLEG struct {
 	lastStart time.Time // of the previous relist, for the interval metric
 }
 
-// New returns a PLEG relisting every period.
-func New(rt Runtime, cache *container.Cache, period time.Duration) *PLEG {
+// Config configures a PLEG.
+type Config struct {
+	Runtime Runtime
+	Cache   *container.Cache
+	Period  time.Duration // between relists
+	// Clock stamps the cache and times relists; the pod workers must read
+	// the same clock. nil: the real one.
+	Clock clock.WithTicker
+}
+
+// New returns a PLEG relisting every cfg.Period.
+func New(cfg Config) *PLEG {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &PLEG{
-		rt: rt, cache: cache, period: period,
+		rt: cfg.Runtime, cache: cfg.Cache, period: cfg.Period, clock: cfg.Clock,
 		events:    make(chan *Event, 1000),
 		pods:      map[types.UID]*container.Pod{},
 		reinspect: map[types.UID]bool{},
@@ -75,14 +90,14 @@ func (p *PLEG) Events() <-chan *Event { return p.events }
 
 // Run relists every period until ctx ends.
 func (p *PLEG) Run(ctx context.Context) {
-	t := time.NewTicker(p.period)
+	t := p.clock.NewTicker(p.period)
 	defer t.Stop()
 	for {
 		p.Relist(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -91,7 +106,7 @@ func (p *PLEG) Run(ctx context.Context) {
 func (p *PLEG) Healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if since := time.Since(p.lastOK); p.lastOK.IsZero() || since > relistThreshold {
+	if since := p.clock.Since(p.lastOK); p.lastOK.IsZero() || since > relistThreshold {
 		return fmt.Errorf("pleg was last seen active %v ago; threshold is %v", since.Round(time.Second), relistThreshold)
 	}
 	return nil
@@ -118,12 +133,12 @@ func (p *PLEG) Pods() []cri.PodRef {
 
 // Relist lists the runtime once, updates the cache and sends events.
 func (p *PLEG) Relist(ctx context.Context) {
-	ts := time.Now()
+	ts := p.clock.Now()
 	if !p.lastStart.IsZero() {
 		metrics.PLEGRelistInterval.Observe(ts.Sub(p.lastStart).Seconds())
 	}
 	p.lastStart = ts
-	defer func() { metrics.PLEGRelistDuration.Observe(time.Since(ts).Seconds()) }()
+	defer func() { metrics.PLEGRelistDuration.Observe(p.clock.Since(ts).Seconds()) }()
 	pods, err := p.rt.ListPods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "PLEG: relist failed")

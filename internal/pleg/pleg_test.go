@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	testclock "k8s.io/utils/clock/testing"
 	"reflect"
 	"sort"
 	"sync"
@@ -263,7 +264,7 @@ func TestRelistEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := newFakeRuntime()
-			p := New(rt, container.NewCache(), time.Hour)
+			p := New(Config{Runtime: rt, Cache: container.NewCache(), Period: time.Hour})
 			ctx := context.Background()
 			rt.set(tt.before...)
 			p.Relist(ctx)
@@ -285,7 +286,7 @@ func TestRelistEvents(t *testing.T) {
 func TestRelistUpdatesCache(t *testing.T) {
 	rt := newFakeRuntime()
 	cache := container.NewCache()
-	p := New(rt, cache, time.Hour)
+	p := New(Config{Runtime: rt, Cache: cache, Period: time.Hour})
 	ctx := context.Background()
 
 	rt.set(pod("p", sbs(sb("s1", running)), ctr("c1", running)), pod("q", sbs(sb("s2", running))))
@@ -312,7 +313,7 @@ func TestRelistUpdatesCache(t *testing.T) {
 func TestRelistReinspectsFailedStatus(t *testing.T) {
 	rt := newFakeRuntime()
 	cache := container.NewCache()
-	p := New(rt, cache, time.Hour)
+	p := New(Config{Runtime: rt, Cache: cache, Period: time.Hour})
 	ctx := context.Background()
 	stable := pod("p", sbs(sb("s1", running)), ctr("c1", running))
 	rt.set(stable)
@@ -358,7 +359,7 @@ func TestRelistReinspectsFailedStatus(t *testing.T) {
 func TestRelistMovesCacheTimeForward(t *testing.T) {
 	rt := newFakeRuntime()
 	cache := container.NewCache()
-	p := New(rt, cache, time.Hour)
+	p := New(Config{Runtime: rt, Cache: cache, Period: time.Hour})
 	ctx := context.Background()
 	// A pod with no change and one not in the runtime at all: both must see
 	// a fresher cache after each relist.
@@ -395,7 +396,7 @@ func TestRelistMovesCacheTimeForward(t *testing.T) {
 func TestRelistFailureChangesNothing(t *testing.T) {
 	rt := newFakeRuntime()
 	cache := container.NewCache()
-	p := New(rt, cache, time.Hour)
+	p := New(Config{Runtime: rt, Cache: cache, Period: time.Hour})
 	ctx := context.Background()
 	rt.set(pod("p", sbs(sb("s1", running)), ctr("c1", running)))
 	p.Relist(ctx)
@@ -431,7 +432,7 @@ func TestRelistFailureChangesNothing(t *testing.T) {
 
 func TestHealthy(t *testing.T) {
 	rt := newFakeRuntime()
-	p := New(rt, container.NewCache(), time.Hour)
+	p := New(Config{Runtime: rt, Cache: container.NewCache(), Period: time.Hour})
 	if err := p.Healthy(); err == nil {
 		t.Fatal("Healthy before any relist: want an error")
 	}
@@ -453,7 +454,7 @@ func TestHealthy(t *testing.T) {
 
 func TestPods(t *testing.T) {
 	rt := newFakeRuntime()
-	p := New(rt, container.NewCache(), time.Hour)
+	p := New(Config{Runtime: rt, Cache: container.NewCache(), Period: time.Hour})
 	if got := p.Pods(); len(got) != 0 {
 		t.Fatalf("Pods before relist = %v, want none", got)
 	}
@@ -469,14 +470,24 @@ func TestPods(t *testing.T) {
 
 func TestRunRelistsUntilCancelled(t *testing.T) {
 	rt := newFakeRuntime()
-	p := New(rt, container.NewCache(), time.Millisecond)
+	clk := testclock.NewFakeClock(time.Now())
+	p := New(Config{Runtime: rt, Cache: container.NewCache(), Period: time.Second, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 
 	// Run relists at once and then every period: a pod appearing later is
-	// seen without anyone calling Relist.
+	// seen without anyone calling Relist, once the clock has moved a period.
+	for p.LastRelist().IsZero() { // the first relist done
+		time.Sleep(time.Millisecond)
+	}
 	rt.set(pod("p", sbs(sb("s1", running))))
+	select {
+	case e := <-p.Events():
+		t.Fatalf("event %+v before the period passed", e)
+	default:
+	}
+	clk.Step(time.Second)
 	select {
 	case e := <-p.Events():
 		if e.ID != "p" || e.Type != ContainerStarted || e.Data != "s1" {

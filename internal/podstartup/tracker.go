@@ -7,6 +7,7 @@
 package podstartup
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -96,13 +97,29 @@ func New(cfg Config) (*Tracker, error) {
 		}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{t.phases, t.total} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, err
-			}
+		var err error
+		// A second Tracker in one process (a kubelet restarted in-process,
+		// as tests do) records into the histograms already registered.
+		if t.phases, err = register(cfg.Registerer, t.phases); err != nil {
+			return nil, err
+		}
+		if t.total, err = register(cfg.Registerer, t.total); err != nil {
+			return nil, err
 		}
 	}
 	return t, nil
+}
+
+// register registers c, or returns the equal collector registered before.
+func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
+	err := r.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
 }
 
 // Seen marks the first time the kubelet sees a pod; later calls are no-ops.

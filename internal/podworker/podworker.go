@@ -26,9 +26,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 // Handler does the work of each phase. pod is nil for orphans: pods found
@@ -60,20 +60,25 @@ type Config struct {
 	// (upstream syncFrequency); ErrorBackOff how soon a failed sync is retried.
 	Resync       time.Duration
 	ErrorBackOff time.Duration
+	// Clock times resyncs, back-offs and the status freshness a sync
+	// waits for; it must be the clock the cache is written with. nil: the
+	// real one.
+	Clock clock.WithTicker
 }
 
 // Workers owns the per-pod goroutines.
 type Workers struct {
 	cfg Config
-	ctx context.Context
 	wg  sync.WaitGroup
 
 	mu      sync.Mutex
+	ctx     context.Context // set by Run; nil before
 	workers map[types.UID]*worker
+	waiting []*worker // started before Run
 }
 
 type worker struct {
-	ref      cri.PodRef
+	ref      container.PodRef
 	pod      *v1.Pod // latest spec; nil for orphans
 	phase    Phase
 	removed  bool   // no source wants it: clean up and forget once terminated
@@ -87,15 +92,33 @@ type worker struct {
 	cancelSync context.CancelFunc
 }
 
-// New returns Workers; their goroutines live until ctx ends.
-func New(ctx context.Context, cfg Config) *Workers {
+// New returns Workers. Their goroutines start once Run runs.
+func New(cfg Config) *Workers {
 	if cfg.ErrorBackOff <= 0 {
 		cfg.ErrorBackOff = 10 * time.Second
 	}
-	return &Workers{cfg: cfg, ctx: ctx, workers: map[types.UID]*worker{}}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Workers{cfg: cfg, workers: map[types.UID]*worker{}}
 }
 
-// Wait blocks until every worker goroutine has ended (after ctx ends).
+// Run runs the workers until ctx ends, and returns once every worker
+// goroutine has ended.
+func (w *Workers) Run(ctx context.Context) {
+	w.mu.Lock()
+	w.ctx = ctx
+	for _, wk := range w.waiting {
+		w.goLocked(wk)
+	}
+	w.waiting = nil
+	w.mu.Unlock()
+	<-ctx.Done()
+	w.Wait()
+}
+
+// Wait blocks until every worker goroutine has ended (after Run's ctx
+// ends).
 func (w *Workers) Wait() { w.wg.Wait() }
 
 // Update sets the desired spec of a pod, starting its worker if new.
@@ -115,12 +138,12 @@ func (w *Workers) Update(pod *v1.Pod) {
 			previous = other
 		}
 	}
-	w.startLocked(cri.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, pod, previous)
+	w.startLocked(container.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, pod, previous)
 }
 
 // Remove terminates a pod no source wants any more and forgets it once its
 // containers are gone. Unknown pods (orphans) get a worker to do that.
-func (w *Workers) Remove(ref cri.PodRef, grace *int64) {
+func (w *Workers) Remove(ref container.PodRef, grace *int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wk, ok := w.workers[ref.UID]
@@ -186,12 +209,20 @@ func (w *Workers) Phase(uid types.UID) (Phase, bool) {
 	return wk.phase, true
 }
 
-func (w *Workers) startLocked(ref cri.PodRef, pod *v1.Pod, previous *worker) *worker {
+func (w *Workers) startLocked(ref container.PodRef, pod *v1.Pod, previous *worker) *worker {
 	wk := &worker{ref: ref, pod: pod, wake: make(chan struct{}, 1), done: make(chan struct{}), previous: previous}
 	w.workers[ref.UID] = wk
-	w.wg.Add(1)
-	go w.run(wk)
+	if w.ctx == nil {
+		w.waiting = append(w.waiting, wk)
+		return wk
+	}
+	w.goLocked(wk)
 	return wk
+}
+
+func (w *Workers) goLocked(wk *worker) {
+	w.wg.Add(1)
+	go w.run(w.ctx, wk)
 }
 
 func (wk *worker) poke() {

@@ -3,6 +3,8 @@ package podworker
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,16 +12,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/cri"
 )
 
-const (
-	waitTimeout = 5 * time.Second
-	// notYet is how long a test watches for something that must not happen.
-	notYet = 50 * time.Millisecond
-)
+// waitTimeout bounds how long a test waits for what must happen. Nothing
+// waits for what must not: the workers run on a fake clock, so once they
+// are all blocked (settle) nothing more happens until the test acts.
+const waitTimeout = 5 * time.Second
 
 type callKind string
 
@@ -42,6 +44,7 @@ type call struct {
 // behaviour the test set for that kind, if any.
 type fakeHandler struct {
 	calls chan call
+	clock clock.PassiveClock
 
 	mu          sync.Mutex
 	sync        func(pod *v1.Pod) (bool, time.Duration, error)
@@ -51,7 +54,7 @@ type fakeHandler struct {
 }
 
 func (h *fakeHandler) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
-	h.calls <- call{kind: syncPod, pod: pod, st: st, at: time.Now()}
+	h.calls <- call{kind: syncPod, pod: pod, st: st, at: h.clock.Now()}
 	h.mu.Lock()
 	f, fc := h.sync, h.syncCtx
 	h.mu.Unlock()
@@ -65,7 +68,7 @@ func (h *fakeHandler) SyncPod(ctx context.Context, pod *v1.Pod, st *container.Po
 }
 
 func (h *fakeHandler) SyncTerminatingPod(_ context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
-	h.calls <- call{kind: terminating, pod: pod, st: st, grace: grace, at: time.Now()}
+	h.calls <- call{kind: terminating, pod: pod, st: st, grace: grace, at: h.clock.Now()}
 	h.mu.Lock()
 	f := h.terminating
 	h.mu.Unlock()
@@ -76,7 +79,7 @@ func (h *fakeHandler) SyncTerminatingPod(_ context.Context, pod *v1.Pod, st *con
 }
 
 func (h *fakeHandler) SyncTerminatedPod(_ context.Context, pod *v1.Pod, st *container.PodStatus) error {
-	h.calls <- call{kind: terminated, pod: pod, st: st, at: time.Now()}
+	h.calls <- call{kind: terminated, pod: pod, st: st, at: h.clock.Now()}
 	h.mu.Lock()
 	f := h.terminated
 	h.mu.Unlock()
@@ -90,6 +93,7 @@ type fixture struct {
 	t      *testing.T
 	ctx    context.Context
 	cancel context.CancelFunc
+	clock  *testclock.FakeClock
 	cache  *container.Cache
 	h      *fakeHandler
 	w      *Workers
@@ -98,12 +102,14 @@ type fixture struct {
 func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fixture{t: t, ctx: ctx, cancel: cancel, cache: container.NewCache(), h: &fakeHandler{calls: make(chan call, 100)}}
-	cfg := Config{Handler: f.h, Cache: f.cache, Resync: time.Hour, ErrorBackOff: time.Hour}
+	clk := testclock.NewFakeClock(time.Now())
+	f := &fixture{t: t, ctx: ctx, cancel: cancel, clock: clk, cache: container.NewCache(), h: &fakeHandler{calls: make(chan call, 100), clock: clk}}
+	cfg := Config{Handler: f.h, Cache: f.cache, Resync: time.Hour, ErrorBackOff: time.Hour, Clock: clk}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	f.w = New(ctx, cfg)
+	f.w = New(cfg)
+	go f.w.Run(ctx)
 	t.Cleanup(func() {
 		cancel()
 		done := make(chan struct{})
@@ -117,8 +123,12 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	return f
 }
 
-// relist marks every pod's cached status current, as a PLEG relist does.
-func (f *fixture) relist() { f.cache.UpdateTime(time.Now()) }
+// relist marks every pod's cached status current, as a PLEG relist does
+// a moment after the last one.
+func (f *fixture) relist() {
+	f.clock.Step(time.Microsecond)
+	f.cache.UpdateTime(f.clock.Now())
+}
 
 // relistContinuously plays a PLEG relisting every millisecond until the
 // test ends, for tests that are not about waiting for fresh status.
@@ -164,13 +174,45 @@ func (f *fixture) expect(kind callKind, uid types.UID) call {
 	return c
 }
 
+// expectNone checks that the workers, left alone, call the handler no
+// more: once every worker goroutine is blocked, only the test can wake it.
 func (f *fixture) expectNone() {
 	f.t.Helper()
+	settle(f.t)
 	select {
 	case c := <-f.h.calls:
 		f.t.Fatalf("unexpected handler call %s (pod %v)", c.kind, c.pod != nil)
-	case <-time.After(notYet):
+	default:
 	}
+}
+
+// settle waits until every pod worker goroutine is blocked: in a select
+// or a channel receive (waiting to be woken, for a timer, for a fresh
+// status, for a predecessor, or in a handler that blocks).
+func settle(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(time.Millisecond) {
+		if allWorkersBlocked(string(buf[:runtime.Stack(buf, true)])) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pod workers did not settle")
+		}
+	}
+}
+
+func allWorkersBlocked(stacks string) bool {
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if !strings.Contains(g, "created by github.com/skiff-sh/skiff/internal/podworker.(*Workers).goLocked") {
+			continue
+		}
+		header, _, _ := strings.Cut(g, "\n")
+		if !strings.Contains(header, "[select") && !strings.Contains(header, "[chan receive") {
+			return false
+		}
+	}
+	return true
 }
 
 // waitGone waits until the pod has no worker.
@@ -189,14 +231,16 @@ func newPod(uid, name string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "ns"}}
 }
 
-func ref(p *v1.Pod) cri.PodRef { return cri.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace} }
+func ref(p *v1.Pod) container.PodRef {
+	return container.PodRef{UID: p.UID, Name: p.Name, Namespace: p.Namespace}
+}
 
 func ptr[T any](v T) *T { return &v }
 
 func TestUpdateStartsWorkerThatSyncs(t *testing.T) {
 	f := newFixture(t, nil)
 	p := newPod("a", "web")
-	f.cache.Set(p.UID, &container.PodStatus{ID: p.UID, Name: "from-cache"}, nil, time.Now())
+	f.cache.Set(p.UID, &container.PodStatus{ID: p.UID, Name: "from-cache"}, nil, f.clock.Now())
 
 	f.w.Update(p)
 	if !f.w.Has(p.UID) {
@@ -273,8 +317,8 @@ func TestSyncIgnoresStatusObservedDuringTheSync(t *testing.T) {
 	f.h.sync = func(*v1.Pod) (bool, time.Duration, error) {
 		if first {
 			first = false
-			f.relist()                       // a relist lands in the middle of the sync...
-			time.Sleep(2 * time.Millisecond) // ...and the sync goes on after it
+			f.relist()                     // a relist lands in the middle of the sync...
+			f.clock.Step(time.Millisecond) // ...and the sync goes on after it
 		}
 		return false, 0, nil
 	}
@@ -286,8 +330,8 @@ func TestSyncIgnoresStatusObservedDuringTheSync(t *testing.T) {
 	f.expectNone()
 	f.relist()
 	c2 := f.expect(syncPod, "a")
-	if c2.at.Sub(c1.at) < notYet {
-		t.Fatalf("second sync %v after the first: it did not wait for a fresh status", c2.at.Sub(c1.at))
+	if !c2.at.After(c1.at.Add(time.Millisecond)) {
+		t.Fatalf("second sync %v after the first: it did not wait for a relist after the first ended", c2.at.Sub(c1.at))
 	}
 }
 
@@ -371,7 +415,7 @@ func TestTerminateCancelsSyncInProgress(t *testing.T) {
 func TestRemoveOrphan(t *testing.T) {
 	f := newFixture(t, nil)
 	f.relistContinuously()
-	orphan := cri.PodRef{UID: "o", Name: "old", Namespace: "ns"}
+	orphan := container.PodRef{UID: "o", Name: "old", Namespace: "ns"}
 	f.w.Remove(orphan, ptr[int64](3))
 	c := f.expect(terminating, "o")
 	if c.pod != nil || c.grace == nil || *c.grace != 3 {
@@ -436,6 +480,8 @@ func TestErrorsAreRetriedAfterBackOff(t *testing.T) {
 			for _, k := range tt.steps {
 				c = f.expect(k, "a")
 			}
+			f.expectNone() // not before the back-off
+			f.clock.Step(backOff)
 			retry := f.expect(tt.steps[len(tt.steps)-1], "a")
 			if d := retry.at.Sub(c.at); d < backOff {
 				t.Fatalf("retried after %v, before the %v back-off", d, backOff)
@@ -445,7 +491,7 @@ func TestErrorsAreRetriedAfterBackOff(t *testing.T) {
 }
 
 func TestErrorBackOffDefault(t *testing.T) {
-	w := New(context.Background(), Config{})
+	w := New(Config{})
 	if w.cfg.ErrorBackOff != 10*time.Second {
 		t.Fatalf("default ErrorBackOff = %v, want 10s", w.cfg.ErrorBackOff)
 	}
@@ -471,6 +517,8 @@ func TestRequeueAfter(t *testing.T) {
 			f.h.sync = func(*v1.Pod) (bool, time.Duration, error) { return false, tt.requeue, tt.err }
 			f.w.Update(newPod("a", "web"))
 			c1 := f.expect(syncPod, "a")
+			f.expectNone()
+			f.clock.Step(tt.minGap)
 			c2 := f.expect(syncPod, "a") // nobody notifies: only the timer can bring it
 			if d := c2.at.Sub(c1.at); d < tt.minGap {
 				t.Fatalf("next sync after %v, want at least %v", d, tt.minGap)
@@ -538,30 +586,31 @@ func TestReplacementRemovedWhileWaiting(t *testing.T) {
 	f.waitGone("new")
 }
 
-func TestWaitReturnsAfterCancel(t *testing.T) {
+func TestRunReturnsAfterCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &fakeHandler{calls: make(chan call, 100)}
+	h := &fakeHandler{calls: make(chan call, 100), clock: clock.RealClock{}}
 	block := make(chan struct{})
 	defer close(block)
 	h.sync = func(*v1.Pod) (bool, time.Duration, error) { <-block; return false, 0, nil }
 	cache := container.NewCache()
-	w := New(ctx, Config{Handler: h, Cache: cache, Resync: time.Hour})
-	w.Update(newPod("a", "web"))                                    // waits for status: the cache never gets any
-	w.Update(newPod("b", "web"))                                    // waits for a
-	w.Remove(cri.PodRef{UID: "o", Name: "x", Namespace: "ns"}, nil) // waits for status too
+	w := New(Config{Handler: h, Cache: cache, Resync: time.Hour})
+	w.Update(newPod("a", "web"))                                          // waits for status: the cache never gets any
+	w.Update(newPod("b", "web"))                                          // waits for a
+	w.Remove(container.PodRef{UID: "o", Name: "x", Namespace: "ns"}, nil) // waits for status too
 
 	done := make(chan struct{})
-	go func() { w.Wait(); close(done) }()
+	go func() { w.Run(ctx); close(done) }()
+	settle(t)
 	select {
 	case <-done:
-		t.Fatal("Wait returned before cancel")
-	case <-time.After(notYet):
+		t.Fatal("Run returned before cancel")
+	default:
 	}
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(waitTimeout):
-		t.Fatal("Wait did not return after cancel")
+		t.Fatal("Run did not return after cancel")
 	}
 	if len(h.calls) != 0 {
 		t.Fatalf("handler called %d times with no status ever available", len(h.calls))

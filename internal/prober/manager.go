@@ -16,15 +16,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/probe"
 )
 
-// StatusSource gives the latest status computed for a pod; *status.Store
-// fits. Workers read containers' IDs, states and started flags from it.
+// StatusSource gives the latest status computed for a pod; the status
+// manager fits. Workers read containers' IDs, states and started flags
+// from it.
 type StatusSource interface {
-	Get(uid types.UID) (v1.PodStatus, bool)
+	Status(uid types.UID) (v1.PodStatus, bool)
 }
 
 // Recorder emits Kubernetes Events.
@@ -43,15 +45,19 @@ type Config struct {
 	// thrash each other and the starting containers until they time out.
 	// Probes whose success the pod still waits for go first.
 	ExecSlots int
+	// Clock times probe periods and initial delays; nil: the real one.
+	Clock clock.WithTicker
 }
 
 // Manager owns the probe workers and their results.
 type Manager struct {
-	cfg   Config
-	ctx   context.Context // parent of every worker's context
-	start time.Time
-	http  *probe.HTTPProber
-	execs *slots // caps the exec probes running at once
+	cfg     Config
+	ctx     context.Context // Run's: parent of every worker's context; nil before
+	pending []*v1.Pod       // added before Run
+	closed  bool            // Run's ctx ended
+	start   time.Time
+	http    *probe.HTTPProber
+	execs   *slots // caps the exec probes running at once
 
 	liveness, readiness, startup *results
 	updates                      chan Update
@@ -67,17 +73,19 @@ type workerKey struct {
 	kind      Kind
 }
 
-// New returns a Manager whose workers live until ctx ends at the latest.
-func New(ctx context.Context, cfg Config) *Manager {
+// New returns a Manager. Its workers start once Run runs.
+func New(cfg Config) *Manager {
 	updates := make(chan Update, 32)
 	if cfg.ExecSlots <= 0 {
 		cfg.ExecSlots = 2 * goruntime.NumCPU()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Manager{
 		execs:     newSlots(cfg.ExecSlots),
 		cfg:       cfg,
-		ctx:       ctx,
-		start:     time.Now(),
+		start:     cfg.Clock.Now(),
 		http:      probe.NewHTTPProber(),
 		liveness:  newResults(Liveness, updates),
 		readiness: newResults(Readiness, updates),
@@ -90,7 +98,25 @@ func New(ctx context.Context, cfg Config) *Manager {
 // Updates delivers every change of a probe result.
 func (m *Manager) Updates() <-chan Update { return m.updates }
 
-// Wait blocks until every worker has ended (after the context ends).
+// Run lets workers run until ctx ends, and returns once every worker has
+// ended. Pods added before Run get their workers then.
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	pending := m.pending
+	m.pending = nil
+	m.mu.Unlock()
+	for _, pod := range pending {
+		m.AddPod(pod)
+	}
+	<-ctx.Done()
+	m.mu.Lock()
+	m.closed = true // AddPod adds no worker after this, so Wait sees them all
+	m.mu.Unlock()
+	m.Wait()
+}
+
+// Wait blocks until every worker started so far has ended.
 func (m *Manager) Wait() { m.wg.Wait() }
 
 // AddPod starts the workers of every probe of the pod's containers and
@@ -98,8 +124,12 @@ func (m *Manager) Wait() { m.wg.Wait() }
 func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.ctx.Err() != nil {
-		return // shutting down: Wait may be under way
+	if m.ctx == nil {
+		m.pending = append(m.pending, pod)
+		return
+	}
+	if m.closed || m.ctx.Err() != nil {
+		return // shutting down: Run may be waiting for the workers
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -13,18 +14,67 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	testclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/probe"
 )
 
+// run runs m until ctx ends; the returned channel closes when Run has
+// returned. Pods added after run returns get their workers at once.
+func run(ctx context.Context, m *Manager) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	for {
+		m.mu.Lock()
+		started := m.ctx != nil
+		m.mu.Unlock()
+		if started {
+			return done
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settle waits until every goroutine with that function on its stack is
+// blocked; then it does nothing more until something wakes it.
+func settle(t *testing.T, function string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if allBlocked(string(buf[:goruntime.Stack(buf, true)]), function) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines in %s did not settle", function)
+		}
+	}
+}
+
+func allBlocked(stacks, function string) bool {
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if !strings.Contains(g, function) {
+			continue
+		}
+		header, _, _ := strings.Cut(g, "\n")
+		blocked := false
+		for _, state := range []string{"[select", "[chan receive", "[chan send", "[sync.Cond.Wait", "[sync.Mutex.Lock", "[semacquire"} {
+			blocked = blocked || strings.Contains(header, state)
+		}
+		if !blocked {
+			return false
+		}
+	}
+	return true
+}
+
 type fakeStatuses struct {
 	mu sync.Mutex
 	m  map[types.UID]v1.PodStatus
 }
 
-func (f *fakeStatuses) Get(uid types.UID) (v1.PodStatus, bool) {
+func (f *fakeStatuses) Status(uid types.UID) (v1.PodStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.m[uid]
@@ -115,11 +165,12 @@ func newFixture(t *testing.T, c v1.Container) *fixture {
 			Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{c}},
 		},
 	}
-	f.m = New(ctx, Config{Runtime: f.exec, Statuses: f.statuses, Recorder: f.rec})
+	f.m = New(Config{Runtime: f.exec, Statuses: f.statuses, Recorder: f.rec})
 	f.m.start = time.Time{} // no start-up jitter
+	ran := run(ctx, f.m)
 	t.Cleanup(func() {
 		cancel()
-		f.m.Wait()
+		<-ran
 	})
 	// Updates are read as the kubelet would, so senders never block.
 	go func() {
@@ -344,8 +395,9 @@ func TestManagerLifecycle(t *testing.T) {
 	defer cancel()
 	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
 	exec := &fakeExec{exit: map[string]int{"ready": 1}, calls: map[string]int{}}
-	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	m := New(Config{Runtime: exec, Statuses: statuses})
 	m.start = time.Time{}
+	run(ctx, m)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
 	started := true
 	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
@@ -417,18 +469,22 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 	defer cancel()
 	statuses := &fakeStatuses{m: map[types.UID]v1.PodStatus{}}
 	exec := &fakeExec{exit: map[string]int{}, calls: map[string]int{}}
-	m := New(ctx, Config{Runtime: exec, Statuses: statuses})
+	// On a fake clock that never moves, the period never comes: only
+	// StatusStored can make the worker probe.
+	clk := testclock.NewFakeClock(time.Now())
+	m := New(Config{Runtime: exec, Statuses: statuses, Clock: clk})
 	m.start = time.Time{} // no start-up spreading
+	run(ctx, m)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{c}}}
 	statuses.set("u", v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}})
 	m.AddPod(pod)
 	m.StatusStored("u") // nothing to probe yet: the worker goes back to its tick
 
-	time.Sleep(50 * time.Millisecond)
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.(*Manager).addLocked")
 	started := true
 	statuses.set("u", v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
 		Name: "app", ContainerID: "containerd://c1", Started: &started,
-		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(clk.Now())}},
 	}}})
 	m.StatusStored("u")
 	deadline := time.After(5 * time.Second)
@@ -441,7 +497,7 @@ func TestFirstProbeWhenStatusStored(t *testing.T) {
 		}
 	}
 	m.StatusStored("u")
-	time.Sleep(100 * time.Millisecond)
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.(*Manager).addLocked")
 	if n := exec.count("ready"); n != 1 {
 		t.Errorf("probe ran %d times, want once: a ready container waits for its period", n)
 	}
@@ -476,7 +532,7 @@ func TestExecProbesCapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exec := &blockingExec{release: make(chan struct{})}
-	m := New(ctx, Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
+	m := New(Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Add(1)
@@ -497,7 +553,7 @@ func TestExecProbesCapped(t *testing.T) {
 		}
 	}
 	waitUntil("three probes running", func() bool { exec.mu.Lock(); defer exec.mu.Unlock(); return exec.running == 3 })
-	time.Sleep(50 * time.Millisecond) // room for a fourth to sneak in, if it could
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.TestExecProbesCapped") // every check waits: in a slot, or for one
 	for range 10 {
 		exec.release <- struct{}{}
 	}

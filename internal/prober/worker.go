@@ -51,22 +51,23 @@ func (w *worker) run(ctx context.Context) {
 	}()
 	// Right after Skiff starts, spread the probes of the pods it adopts
 	// over a period rather than run them all at once, as upstream.
-	if period > time.Since(w.m.start) {
+	if period > w.m.cfg.Clock.Since(w.m.start) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(rand.N(period)):
+		case <-w.m.cfg.Clock.After(rand.N(period)):
 		}
 	}
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
+	ticker := w.m.cfg.Clock.NewTicker(period)
+	defer func() { ticker.Stop() }()
 	for w.probe(ctx) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-ticker.C():
 		case <-w.trigger:
-			ticker.Reset(period)
+			ticker.Stop()
+			ticker = w.m.cfg.Clock.NewTicker(period)
 		}
 	}
 }
@@ -85,7 +86,7 @@ func (w *worker) probe(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	st, ok := w.m.cfg.Statuses.Get(w.pod.UID)
+	st, ok := w.m.cfg.Statuses.Status(w.pod.UID)
 	if !ok {
 		return true // no status yet
 	}
@@ -116,7 +117,7 @@ func (w *worker) probe(ctx context.Context) bool {
 		}
 		return true
 	}
-	if time.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
+	if w.m.cfg.Clock.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
 		return true
 	}
 	// The startup probe runs until the container has started; liveness
@@ -126,7 +127,7 @@ func (w *worker) probe(ctx context.Context) bool {
 		return true
 	}
 	w.probedCurrent.Store(true)
-	began := time.Now()
+	began := w.m.cfg.Clock.Now()
 	// Liveness starts at Success: only readiness and startup probes hold
 	// the pod back until they succeed.
 	urgent := !w.succeeded.Load()
@@ -137,7 +138,7 @@ func (w *worker) probe(ctx context.Context) bool {
 	switch res {
 	case Success:
 		metrics.ObserveProbe(w.target, metrics.ProbeSuccessful)
-		metrics.ObserveProbeDuration(w.target, time.Since(began))
+		metrics.ObserveProbeDuration(w.target, w.m.cfg.Clock.Since(began))
 	default:
 		metrics.ObserveProbe(w.target, metrics.ProbeFailed)
 	}

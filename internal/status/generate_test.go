@@ -677,21 +677,6 @@ func TestGenerateQOSClass(t *testing.T) {
 	}
 }
 
-func TestStore(t *testing.T) {
-	s := status.NewStore()
-	if _, ok := s.Get("a"); ok {
-		t.Fatal("Get on an empty store: ok = true")
-	}
-	s.Set("a", v1.PodStatus{Phase: v1.PodRunning})
-	if got, ok := s.Get("a"); !ok || got.Phase != v1.PodRunning {
-		t.Fatalf("Get = %v, %v; want Running, true", got.Phase, ok)
-	}
-	s.Delete("a")
-	if _, ok := s.Get("a"); ok {
-		t.Fatal("Get after Delete: ok = true")
-	}
-}
-
 func TestGenerateEphemeralContainers(t *testing.T) {
 	pod := genPod(v1.RestartPolicyAlways, nil, "a")
 	for _, n := range []string{"dbg1", "dbg2", "dbg3"} {

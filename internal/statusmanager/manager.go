@@ -1,5 +1,6 @@
-// Package statusmanager reports pod statuses to the apiserver: it keeps the
-// latest status Skiff computed for every pod, patches pods/status when that
+// Package statusmanager keeps the latest status Skiff computed for every
+// pod (the one copy the kubelet, its prober and its API read) and reports
+// it to the apiserver: it patches pods/status when that
 // differs from what the apiserver holds, retries until it lands (also across
 // apiserver outages), and deletes a pod's API object once the pod was deleted
 // and every container of it is gone. Static pods report through their mirror
@@ -19,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Pods is what the manager needs to know of the pods on the node.
@@ -29,13 +31,28 @@ type Pods interface {
 	Latest(pod *v1.Pod) (target *v1.Pod, ok bool)
 }
 
-// syncPeriod is how often unsynced statuses are retried, as upstream.
-const syncPeriod = 10 * time.Second
+// defaultSyncPeriod is how often unsynced statuses are retried, as
+// upstream.
+const defaultSyncPeriod = 10 * time.Second
 
-// Manager reports pod statuses.
+// Config configures a Manager.
+type Config struct {
+	// Client reports statuses; nil when standalone, where the Manager only
+	// keeps them and Run must not run.
+	Client corev1client.CoreV1Interface
+	Pods   Pods
+	// SyncPeriod is how often unsynced statuses are retried; 0: 10 s.
+	SyncPeriod time.Duration
+	// Clock ticks SyncPeriod; nil: the real one.
+	Clock clock.WithTicker
+}
+
+// Manager keeps and reports pod statuses.
 type Manager struct {
 	client corev1client.CoreV1Interface
 	pods   Pods
+	period time.Duration
+	clock  clock.WithTicker
 
 	mu      sync.Mutex
 	entries map[types.UID]*entry
@@ -45,17 +62,25 @@ type Manager struct {
 type entry struct {
 	pod        *v1.Pod // the pod as the kubelet runs it
 	status     v1.PodStatus
-	version    uint64 // bumped on every change of status
-	synced     uint64 // version last written to the apiserver
-	target     types.UID
+	version    uint64  // bumped on every change of status
+	synced     uint64  // version last written to the apiserver
 	patched    *v1.Pod // the apiserver's response to the last patch
 	terminated bool    // no container of the pod runs any more
 	deleted    bool    // the API object is gone
 }
 
 // New returns a Manager.
-func New(client corev1client.CoreV1Interface, pods Pods) *Manager {
-	return &Manager{client: client, pods: pods, entries: map[types.UID]*entry{}, dirty: make(chan struct{}, 1)}
+func New(cfg Config) *Manager {
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = defaultSyncPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Manager{
+		client: cfg.Client, pods: cfg.Pods, period: cfg.SyncPeriod, clock: cfg.Clock,
+		entries: map[types.UID]*entry{}, dirty: make(chan struct{}, 1),
+	}
 }
 
 // SetPodStatus records the pod's latest status and reports it if it changed.
@@ -98,7 +123,7 @@ func (m *Manager) PodUpdated(pod *v1.Pod) {
 	}
 }
 
-// RemovePod forgets a pod no source wants any more.
+// RemovePod forgets a pod: nothing of it runs and no source wants it.
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -124,7 +149,7 @@ func (m *Manager) markDirty() {
 
 // Run reports statuses until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	t := time.NewTicker(syncPeriod)
+	t := m.clock.NewTicker(m.period)
 	defer t.Stop()
 	for {
 		reconcile := false
@@ -132,7 +157,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.dirty:
-		case <-t.C:
+		case <-t.C():
 			reconcile = true
 		}
 		m.syncAll(ctx, reconcile)

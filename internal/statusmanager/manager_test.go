@@ -66,7 +66,7 @@ func actions(c *fake.Clientset, verb string) []k8stesting.Action {
 func TestStatusIsPatchedOnceAndMerged(t *testing.T) {
 	pod := newPod("p", "u1")
 	client := fake.NewClientset(pod)
-	m := New(client.CoreV1(), apiPods{client: client})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
 	ctx := context.Background()
 
 	m.SetPodStatus(pod, running())
@@ -100,7 +100,7 @@ func TestTerminalPhaseNeverRegresses(t *testing.T) {
 	pod := newPod("p", "u1")
 	pod.Status.Phase = v1.PodFailed
 	client := fake.NewClientset(pod)
-	m := New(client.CoreV1(), apiPods{client: client})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
 	m.SetPodStatus(pod, running())
 	m.syncAll(context.Background(), true)
 	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "p", metav1.GetOptions{})
@@ -114,7 +114,7 @@ func TestDeletedPodIsRemovedOnlyWhenTerminated(t *testing.T) {
 	now := metav1.Now()
 	pod.DeletionTimestamp = &now
 	client := fake.NewClientset(pod)
-	m := New(client.CoreV1(), apiPods{client: client})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
 	ctx := context.Background()
 
 	final := running()
@@ -148,7 +148,7 @@ func TestStaticPodReportsToMirrorPod(t *testing.T) {
 	static := newPod("s-node", "static-uid")
 	mirror := newPod("s-node", "mirror-uid")
 	client := fake.NewClientset(mirror)
-	m := New(client.CoreV1(), apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}}})
 	m.SetPodStatus(static, running())
 	m.syncAll(context.Background(), true)
 	patches := actions(client, "patch")
@@ -163,7 +163,7 @@ func TestStaticPodReportsToMirrorPod(t *testing.T) {
 func TestMissingMirrorPodIsRetriedLater(t *testing.T) {
 	static := newPod("s-node", "static-uid")
 	client := fake.NewClientset()
-	m := New(client.CoreV1(), apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client, mirrors: map[types.UID]string{"static-uid": "s-node"}}})
 	m.SetPodStatus(static, running())
 	m.syncAll(context.Background(), true)
 	if len(actions(client, "patch")) != 0 {
@@ -181,7 +181,7 @@ func TestMissingMirrorPodIsRetriedLater(t *testing.T) {
 func TestStatusChangedByOthersIsReconciled(t *testing.T) {
 	pod := newPod("p", "u1")
 	client := fake.NewClientset(pod)
-	m := New(client.CoreV1(), apiPods{client: client})
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
 	ctx := context.Background()
 	m.SetPodStatus(pod, running())
 	m.syncAll(ctx, true)

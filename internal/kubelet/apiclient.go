@@ -19,12 +19,6 @@ import (
 // Version is Skiff's version, reported as the node's kubeletVersion.
 var Version = nodestatus.DefaultKubeletVersion
 
-// nodeInfo is what the kubelet needs of its Node: the latest copy, nil
-// before registration.
-type nodeInfo interface {
-	Node() *v1.Node
-}
-
 // apiClients are Skiff's apiserver clients. They share one transport:
 // the same credentials, certificate rotation and connections.
 type apiClients struct {
@@ -80,14 +74,16 @@ func certDir(cfg Config) string {
 	return filepath.Join(cfg.RootDir, "pki")
 }
 
-// newEventRecorder sends events to the apiserver as "kubelet" on this host,
-// rate-limited by eventRecordQPS and eventBurst.
-func newEventRecorder(ctx context.Context, client typedcorev1.CoreV1Interface, cfg Config) record.EventRecorder {
+// newEventRecorder makes a recorder that sends events as "kubelet" on
+// this host, rate-limited by eventRecordQPS and eventBurst, once the
+// broadcaster records to a sink.
+func newEventRecorder(cfg Config) (record.EventBroadcaster, record.EventRecorder) {
 	kc := cfg.Kubelet
-	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(record.CorrelatorOptions{
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
 		QPS: float32(*kc.EventRecordQPS), BurstSize: int(kc.EventBurst),
 	}))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.Events("")})
-	go func() { <-ctx.Done(); b.Shutdown() }()
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
+	return b, b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 }
+
+// eventSink writes events through the client.
+type eventSink = typedcorev1.EventSinkImpl

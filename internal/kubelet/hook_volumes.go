@@ -1,0 +1,53 @@
+package kubelet
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/podstartup"
+	"github.com/skiff-sh/skiff/internal/volume"
+	"github.com/skiff-sh/skiff/internal/volume/payload"
+)
+
+// volumesHook sets up a pod's volumes before it runs and removes them
+// (and the pod's directory) once it is gone.
+type volumesHook struct {
+	volumes  *volume.Manager
+	startup  *podstartup.Tracker
+	recorder podruntime.Recorder
+	clock    clock.PassiveClock
+}
+
+func (volumesHook) Name() string { return "volumes" }
+
+func (h volumesHook) Prestart(ctx context.Context, pod *v1.Pod, run *podRun) error {
+	began := h.clock.Now()
+	vols, err := h.volumes.SetUp(ctx, pod)
+	h.startup.Observe(pod.UID, podstartup.Volumes, "", h.clock.Since(began))
+	if err != nil {
+		h.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
+		return err
+	}
+	run.volumes = vols
+	return nil
+}
+
+func (h volumesHook) Teardown(ctx context.Context, ref container.PodRef) error {
+	return h.volumes.TearDown(ctx, ref.UID)
+}
+
+// newVolumes is the volume manager: with an apiserver it reads ConfigMaps,
+// Secrets and service account tokens from it.
+func (k *Kubelet) newVolumes(client kube.Interface) *volume.Manager {
+	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable}
+	if client != nil {
+		vc.Client = client
+		vc.Tokens = payload.New(client.CoreV1(), nil)
+	}
+	return volume.New(vc)
+}

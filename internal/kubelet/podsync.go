@@ -1,0 +1,125 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/metrics"
+	"github.com/skiff-sh/skiff/internal/podruntime"
+	"github.com/skiff-sh/skiff/internal/status"
+)
+
+// The kubelet is the pod workers' podworker.Handler: each phase does the
+// runtime work, runs the pod's hooks and records the pod's status.
+
+// SyncPod drives a pod towards its spec.
+func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus) (bool, time.Duration, error) {
+	op := "sync"
+	if st == nil || len(st.Sandboxes) == 0 {
+		op = "create"
+	}
+	defer k.observeWorker(op, k.clock.Now())
+	untilDeadline := k.checkActiveDeadline(pod, k.clock.Now())
+	if err := k.prepare(ctx, pod); err != nil {
+		return false, 0, err
+	}
+	s := k.computeStatus(pod, st, false)
+	if status.IsTerminal(s.Phase) {
+		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
+		return true, 0, nil
+	}
+	run, err := k.prestart(ctx, pod)
+	if err != nil {
+		return false, 0, err
+	}
+	res := k.runtime.SyncPod(ctx, pod, st, run.volumes)
+	k.setWaiting(pod.UID, res.Waiting)
+	if res.Started {
+		// Report what was just started now, not after the next relist
+		// (up to a PLEG period later).
+		if fresh, err := k.runtime.GetPodStatus(ctx, refOf(pod)); err == nil {
+			st = fresh
+		}
+	}
+	k.computeStatus(pod, st, false)
+	if untilDeadline > 0 && (res.RequeueAfter <= 0 || untilDeadline < res.RequeueAfter) {
+		res.RequeueAfter = untilDeadline // a sync then fails the pod
+	}
+	return false, res.RequeueAfter, res.Err
+}
+
+// SyncTerminatingPod stops every container and sandbox of the pod.
+func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *container.PodStatus, grace *int64) error {
+	defer k.observeWorker("kill", k.clock.Now())
+	if pod != nil {
+		// A pod being stopped is not killed for failing probes meanwhile.
+		k.prober.StopLivenessAndStartup(pod.UID)
+	}
+	if err := k.runtime.KillPod(ctx, pod, st, grace); err != nil {
+		return fmt.Errorf("kill pod: %w", err)
+	}
+	if pod == nil {
+		return nil
+	}
+	// Record final container states: read them now rather than wait a relist.
+	final, err := k.runtime.GetPodStatus(ctx, refOf(pod))
+	if err != nil {
+		return fmt.Errorf("read final status: %w", err)
+	}
+	k.setWaiting(pod.UID, nil)
+	k.computeStatus(pod, final, true)
+	k.statuses.TerminatePod(pod)
+	return nil
+}
+
+// SyncTerminatedPod removes what the runtime keeps of a pod no source
+// wants any more, then forgets the pod.
+func (k *Kubelet) SyncTerminatedPod(ctx context.Context, _ *v1.Pod, st *container.PodStatus) error {
+	if err := k.runtime.RemovePod(ctx, st); err != nil {
+		return fmt.Errorf("remove pod: %w", err)
+	}
+	return k.teardownPod(ctx, container.PodRef{UID: st.ID, Name: st.Name, Namespace: st.Namespace})
+}
+
+func (k *Kubelet) observeWorker(op string, start time.Time) {
+	metrics.PodWorkerDuration.WithLabelValues(op).Observe(k.clock.Since(start).Seconds())
+}
+
+// computeStatus computes the pod's API status and hands it to the status
+// manager, which keeps it and reports it.
+func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminating bool) v1.PodStatus {
+	old, ok := k.statuses.Status(pod.UID)
+	if !ok {
+		old = pod.Status
+	}
+	rec := k.records.get(pod.UID)
+	s := status.Generate(status.Input{
+		Pod:         pod,
+		Runtime:     st,
+		Waiting:     rec.waiting,
+		Old:         old,
+		RuntimeName: k.cri.RuntimeName,
+		HostIPs:     k.hostIPs,
+		Now:         k.clock.Now(),
+		Terminating: terminating,
+		Probes:      k.prober,
+	})
+	applyFailure(rec.failure, &s)
+	k.statuses.SetPodStatus(pod, s)
+	k.prober.StatusStored(pod.UID)
+	if isReady(s) {
+		k.startup.Ready(pod)
+	}
+	metrics.PodStarts.Status(pod, &s, k.clock.Now())
+	return s
+}
+
+func (k *Kubelet) setWaiting(uid types.UID, w map[string]*podruntime.ContainerError) {
+	k.records.update(uid, func(r *podRecord) { r.waiting = w })
+}
