@@ -79,7 +79,7 @@ func TestKubeadmJoin(t *testing.T) {
 	// The node: kubelet.service enabled before the join, so the kubelet
 	// restarts until kubeadm has written its files, as on a real node.
 	must(t, os.WriteFile(kubeadmDefaults, []byte("KUBELET_EXTRA_ARGS=--v=2\n"), 0o644))
-	unit := &kubeletUnit{t: t, bin: filepath.Join(binDir, "kubelet"), logPath: filepath.Join(dir, "kubelet.log"), restartSec: 10 * time.Second}
+	unit := &kubeletUnit{t: t, bin: filepath.Join(binDir, "kubelet"), logPath: filepath.Join(dir, "kubelet.log"), restartDelay: 10 * time.Second}
 	unit.start()
 	t.Cleanup(func() { kubeadmCleanup(t, c, unit) })
 

@@ -32,13 +32,13 @@ type kubeletUnit struct {
 	t       *testing.T
 	bin     string // the executable named kubelet
 	logPath string
-	// restartSec is the unit's RestartSec (10 s in kubeadm's unit).
+	// restartDelay is the unit's RestartSec (10 s in kubeadm's unit).
 	// kubeadm cannot stop the kubelet here (no systemd) while it writes
 	// config.yaml and then kubeadm-flags.env, so a start that reads the
 	// environment files between the two writes would run with the new
 	// config but the old flags; the unit's long RestartSec makes that
 	// window rare, as kubeadm's stop makes it impossible under systemd.
-	restartSec time.Duration
+	restartDelay time.Duration
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -66,7 +66,7 @@ func (u *kubeletUnit) start() {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(u.restartSec):
+			case <-time.After(u.restartDelay):
 			}
 		}
 	}()
