@@ -20,6 +20,11 @@ var noOpenat2 atomic.Bool
 // created whatever happens to the tree meanwhile: each step is relative to
 // a held descriptor of the step before.
 func openInside(base, rel string) (int, error) {
+	return openInsideWith(base, rel, !noOpenat2.Load())
+}
+
+// openInsideWith is openInside, trying openat2 first or not.
+func openInsideWith(base, rel string, tryOpenat2 bool) (int, error) {
 	baseFD, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open volume: %w", err)
@@ -37,7 +42,7 @@ func openInside(base, rel string) (int, error) {
 		return -1, err
 	}
 	fd := -1
-	if !noOpenat2.Load() {
+	if tryOpenat2 {
 		fd, err = openBeneath(baseFD, rel)
 		switch {
 		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM), errors.Is(err, unix.E2BIG):
