@@ -22,7 +22,7 @@ E2E_LOCK := /run/skiff-dev/e2e.lock
 # make e2e RUN=TestName limits the end-to-end run (go test -run).
 RUN ?= .
 
-.PHONY: deps build runtime tools lint test e2e bench up down
+.PHONY: deps build runtime tools lint test fuzz e2e bench up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -51,7 +51,27 @@ lint:
 test: deps tools
 	hack/lint.sh
 	go test ./...
+	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory e2e
+
+# Each fuzz target for FUZZTIME (go test -fuzz takes one target of one
+# package at a time). Their seed corpora (f.Add and testdata/fuzz/) also
+# run with the unit tests. A failing input is written to the package's
+# testdata/fuzz/<target>/: fix the bug and commit it there.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./internal/podsource/file:FuzzBuildPod \
+	./internal/volume:FuzzSubPath \
+	./internal/volume/atomic:FuzzWrite \
+	./internal/logs:FuzzContainerLogsRequest \
+	./internal/logs:FuzzParseRecord \
+	./internal/logs:FuzzReadLogs \
+	./internal/server:FuzzSystemLogsPath
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		go test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # containerd is (re)started inside the lock: a work tree whose containerd
 # config differs restarts it, which must not happen under another's run.

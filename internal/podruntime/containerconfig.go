@@ -59,7 +59,11 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		}
 		return out
 	}
-	mounts, err := containerMounts(c, volumes, lookup)
+	podDir := ""
+	if m.cfg.PodDir != nil {
+		podDir = m.cfg.PodDir(pod.UID)
+	}
+	mounts, err := containerMounts(c, podDir, volumes, lookup)
 	if err != nil {
 		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
 	}

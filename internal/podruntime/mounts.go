@@ -11,10 +11,12 @@ import (
 )
 
 // containerMounts turns the container's volumeMounts into CRI bind mounts
-// of the prepared volumes; subPathExpr expands the container's env.
-func containerMounts(c *v1.Container, volumes map[string]volume.Mounted, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+// of the prepared volumes; subPathExpr expands the container's env. A
+// subPath is bind-mounted under podDir first (volume.BindSubPath), and the
+// runtime mounts that.
+func containerMounts(c *v1.Container, podDir string, volumes map[string]volume.Mounted, env func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		vol, ok := volumes[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume %q of mount %s is not prepared", vm.Name, vm.MountPath)
@@ -26,9 +28,16 @@ func containerMounts(c *v1.Container, volumes map[string]volume.Mounted, env fun
 				return nil, err
 			}
 		}
-		host, err := volume.HostPathFor(vol, sub)
-		if err != nil {
-			return nil, fmt.Errorf("mount %s of volume %q: %w", vm.MountPath, vm.Name, err)
+		host := vol.HostPath
+		if sub != "" {
+			if podDir == "" {
+				return nil, fmt.Errorf("mount %s of volume %q: a subPath needs the pod's directory", vm.MountPath, vm.Name)
+			}
+			var err error
+			host, err = volume.BindSubPath(vol, sub, volume.SubPathTarget(podDir, vm.Name, c.Name, i))
+			if err != nil {
+				return nil, fmt.Errorf("mount %s of volume %q: %w", vm.MountPath, vm.Name, err)
+			}
 		}
 		out = append(out, &runtimeapi.Mount{
 			ContainerPath: vm.MountPath,

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -283,13 +285,29 @@ func TestContainerConfig(t *testing.T) {
 		{Name: "v", MountPath: "/v", ReadOnly: true},
 		{Name: "v", MountPath: "/sub", SubPathExpr: "$(GREETING)"},
 	}
+	if _, cerr := f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Reason != ReasonCreateContainerConfig {
+		t.Errorf("a subPath with no pod directory to bind it under must be refused visibly, got %v", cerr)
+	}
+	podDir := t.TempDir()
+	f.m.cfg.PodDir = func(types.UID) string { return podDir }
+	target := volume.SubPathTarget(podDir, "v", c.Name, 1)
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
 	cfg, cerr = f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	if len(cfg.Mounts) != 2 || cfg.Mounts[0].HostPath != vol || !cfg.Mounts[0].Readonly ||
-		cfg.Mounts[1].HostPath != vol+"/hi" || cfg.Mounts[1].ContainerPath != "/sub" {
+	if len(cfg.Mounts) < 2 || cfg.Mounts[0].HostPath != vol || !cfg.Mounts[0].Readonly ||
+		cfg.Mounts[1].HostPath != target || cfg.Mounts[1].ContainerPath != "/sub" {
 		t.Errorf("mounts = %+v", cfg.Mounts)
+	}
+	// The subPath reaches the runtime as a bind mount of the expanded
+	// path's directory, made by Skiff.
+	var want, got unix.Stat_t
+	if err := unix.Stat(vol+"/hi", &want); err != nil {
+		t.Fatalf("the subPathExpr directory was not created: %v", err)
+	}
+	if err := unix.Stat(target, &got); err != nil || got.Ino != want.Ino || got.Dev != want.Dev {
+		t.Errorf("%s is not a bind mount of %s/hi: %v", target, vol, err)
 	}
 	c.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/sub", SubPathExpr: "$(UNSET)"}}
 	if _, cerr := f.m.containerConfig(context.Background(), f.pod, c, 0, "x", nil, vols); cerr == nil || cerr.Message != "missing value for UNSET" {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -31,6 +32,20 @@ func SystemLogs(dir string) http.Handler {
 			return
 		}
 		defer root.Close()
-		http.FileServerFS(root.FS()).ServeHTTP(w, r)
+		http.FileServerFS(refusingFS{root.FS()}).ServeHTTP(w, r)
 	}))
+}
+
+// refusingFS answers 403 for what the os.Root refuses to open, such as a
+// symlink that leads out of the directory: http.FileServer would answer
+// 500 for it, as if the node had failed. Only "not found" stays a 404.
+type refusingFS struct{ fs.FS }
+
+func (r refusingFS) Open(name string) (fs.File, error) {
+	f, err := r.FS.Open(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+		klog.V(2).InfoS("Refused a node log path", "path", name, "err", err)
+		return nil, fmt.Errorf("%w: %w", fs.ErrPermission, err)
+	}
+	return f, err
 }

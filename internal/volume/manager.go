@@ -101,6 +101,11 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if len(errs) > 0 { // never remove what is still mounted
 		return errors.Join(errs...)
 	}
+	// A subPath mount shows a volume's data, maybe a hostPath's: removing
+	// through one that survived would delete that data.
+	if left := mountsUnder(dir); len(left) > 0 {
+		return fmt.Errorf("still mounted after unmounting: %v", left)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
 	}
