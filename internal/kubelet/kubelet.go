@@ -99,15 +99,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	cgroups, err := newCgroups(cfg)
-	if err != nil {
-		return err
-	}
 	client, err := cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration)
 	if err != nil {
 		return err
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", client.RuntimeName, "version", client.RuntimeVersion)
+	cgroups, err := newCgroups(ctx, cfg, client.Runtime)
+	if err != nil {
+		return err
+	}
 	if kc.PodCIDR != "" { // as upstream, in both modes; a Node's podCIDRs come later
 		if err := nodestatus.SetRuntimePodCIDR(ctx, client.Runtime, kc.PodCIDR); err != nil {
 			klog.ErrorS(err, "Pod CIDR update failed")
