@@ -103,9 +103,6 @@ func withFS(cfg Config, fs cgroupFS, root cgroupName) *Manager {
 // Version is 1 or 2, the cgroup version in use.
 func (m *Manager) Version() int { return m.fs.version() }
 
-// Driver is the cgroup driver in use: cgroupfs or systemd.
-func (m *Manager) Driver() string { return m.cfg.Driver }
-
 // path is a cgroup's path below the hierarchies' mounts with the driver in
 // use: /kubepods/burstable or /kubepods.slice/kubepods-burstable.slice.
 func (m *Manager) path(n cgroupName) string {
