@@ -99,10 +99,22 @@ func startSystemdContainerd(t *testing.T, sd *systemdNS) string {
 	})
 	sd.service("skiff-e2e-containerd", logPath, "/usr/bin/containerd", "--config", cfg)
 	sock := filepath.Join(dir, "containerd.sock")
-	waitFor(t, 60*time.Second, "the test containerd's CRI plugin", func() (bool, error) {
-		out, err := exec.Command("ctr", "--address", sock, "plugins", "ls").Output()
-		return err == nil && strings.Contains(string(out), "io.containerd.grpc.v1.cri"), nil
-	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		out, err := exec.Command("ctr", "--address", sock, "plugins", "ls").CombinedOutput()
+		if err == nil && strings.Contains(string(out), "io.containerd.grpc.v1.cri") {
+			break
+		}
+		if time.Now().After(deadline) {
+			// containerd dumps its goroutines into its log on SIGUSR1.
+			status, _ := sd.run("systemctl", "status", "--no-pager", "skiff-e2e-containerd")
+			_, _ = sd.run("systemctl", "kill", "-s", "SIGUSR1", "skiff-e2e-containerd")
+			time.Sleep(2 * time.Second)
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("the test containerd's CRI plugin did not answer within 90s: %v\n%s\n%s\nlog:\n%s", err, out, status, tail(string(b), 300))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	tarball := filepath.Join(t.TempDir(), "images.tar")
 	dev := strings.TrimPrefix(criEndpoint, "unix://")
 	for _, args := range [][]string{
