@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// systemdCgroup is the cgroup (in every hierarchy) that the test's own
+// systemdCgroup is the cgroup (in every hierarchy) that a test's own
 // systemd gets as the root of its cgroup namespace: the slices it makes
-// appear on the host below it.
+// appear on the host below it. Each test has its own (systemdCgroup-<name>).
 const systemdCgroup = "/skiff-e2e-systemd"
 
 // systemdInit runs as PID 1 of new PID, mount and cgroup namespaces and
@@ -49,8 +49,9 @@ exec env container=skiff-e2e /lib/systemd/systemd --unit=skiff-e2e.target
 
 // systemdNS is a real systemd running as PID 1 of its own namespaces.
 type systemdNS struct {
-	t   *testing.T
-	pid int // systemd's pid on the host
+	t      *testing.T
+	pid    int    // systemd's pid on the host
+	cgroup string // the cgroup namespace's root on the host
 	// afterStop run once systemd and everything in its namespaces is gone.
 	afterStop []func()
 }
@@ -58,14 +59,15 @@ type systemdNS struct {
 // startSystemd boots systemd in new namespaces inside systemdCgroup; the
 // cleanup kills it (and with it every process of its PID namespace) and
 // removes the cgroups it left.
-func startSystemd(t *testing.T) *systemdNS {
+func startSystemd(t *testing.T, name string) *systemdNS {
 	t.Helper()
+	cgroup := systemdCgroup + "-" + name
 	if _, err := os.Stat("/lib/systemd/systemd"); err != nil {
 		t.Fatalf("systemd is not installed (hack/install-deps.sh installs it): %v", err)
 	}
 	mounts := cgroupMounts(t)
 	for _, m := range mounts {
-		dir := filepath.Join(m, systemdCgroup)
+		dir := filepath.Join(m, cgroup)
 		must(t, os.MkdirAll(dir, 0o755))
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} { // an empty cpuset takes no task
 			if b, err := os.ReadFile(filepath.Join(m, f)); err == nil {
@@ -78,7 +80,7 @@ func startSystemd(t *testing.T) *systemdNS {
 	must(t, os.WriteFile(script, []byte(systemdInit), 0o755))
 	join := ""
 	for _, m := range mounts {
-		join += fmt.Sprintf("echo $$ >%s; ", filepath.Join(m, systemdCgroup, "cgroup.procs"))
+		join += fmt.Sprintf("echo $$ >%s; ", filepath.Join(m, cgroup, "cgroup.procs"))
 	}
 	logf, err := os.Create(filepath.Join(dir, "systemd.log"))
 	must(t, err)
@@ -86,7 +88,7 @@ func startSystemd(t *testing.T) *systemdNS {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	must(t, cmd.Start())
-	sd := &systemdNS{t: t}
+	sd := &systemdNS{t: t, cgroup: cgroup}
 	t.Cleanup(func() {
 		if sd.pid > 0 {
 			_ = syscall.Kill(sd.pid, syscall.SIGKILL) // PID 1: the whole namespace goes
@@ -98,7 +100,7 @@ func startSystemd(t *testing.T) *systemdNS {
 			b, _ := os.ReadFile(logf.Name())
 			t.Logf("systemd output:\n%s", tail(string(b), 40))
 		}
-		removeCgroupTrees(t, mounts, systemdCgroup)
+		removeCgroupTrees(t, mounts, cgroup)
 		for _, f := range sd.afterStop {
 			f()
 		}
