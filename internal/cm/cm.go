@@ -1,9 +1,15 @@
-// Package cm manages the QoS cgroup hierarchy with the cgroupfs driver, as
-// the upstream kubelet lays it out: <cgroupRoot>/kubepods for all pods
-// (limited to node allocatable), kubepods/burstable and kubepods/besteffort
-// below it, and a pod<uid> cgroup per pod under its QoS class (Guaranteed
-// pods directly under kubepods). The runtime puts a pod's containers under
-// its pod cgroup, which carries the pod's CPU and memory limits.
+// Package cm manages the QoS cgroup hierarchy as the upstream kubelet lays
+// it out: kubepods below the cgroupRoot for all pods (limited to node
+// allocatable), burstable and besteffort below it, and one cgroup per pod
+// under its QoS class (Guaranteed pods directly under kubepods). The
+// runtime puts a pod's containers under its pod cgroup, which carries the
+// pod's CPU and memory limits.
+//
+// With the cgroupfs driver Skiff writes the cgroups itself
+// (<cgroupRoot>/kubepods/burstable/pod<uid>); with the systemd driver they
+// are slices that systemd makes (kubepods.slice,
+// kubepods-burstable.slice, kubepods-burstable-pod<uid>.slice with the
+// UID's "-" as "_").
 package cm
 
 import (
@@ -11,7 +17,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,7 +37,7 @@ type Config struct {
 	// PerQOS is the config's cgroupsPerQOS; without it pods get no cgroups
 	// of their own and run under CgroupRoot.
 	PerQOS bool
-	// Driver is the config's cgroupDriver; only cgroupfs is supported.
+	// Driver is the cgroup driver: cgroupfs (the default) or systemd.
 	Driver string
 	// EnforcePods: enforceNodeAllocatable contains "pods", so kubepods is
 	// limited to capacity minus the reserved resources.
@@ -51,6 +56,7 @@ type Config struct {
 type Manager struct {
 	cfg            Config
 	fs             cgroupFS
+	root           cgroupName // the cgroupRoot's levels
 	swapAccounting bool
 
 	mu        sync.Mutex
@@ -59,9 +65,6 @@ type Manager struct {
 
 // New checks the configuration against the host's cgroups.
 func New(cfg Config) (*Manager, error) {
-	if cfg.Driver != "" && cfg.Driver != "cgroupfs" {
-		return nil, fmt.Errorf("cgroupDriver %q is not supported by this version of Skiff: use cgroupfs", cfg.Driver)
-	}
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/"
 	}
@@ -71,41 +74,82 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Rmdir == nil {
 		cfg.Rmdir = syscall.Rmdir
 	}
-	fs, err := detect(cfg.Root, cfg.Rmdir)
+	root := parseCgroupfs(cfg.CgroupRoot)
+	var fs cgroupFS
+	var err error
+	switch cfg.Driver {
+	case "", DriverCgroupfs:
+		cfg.Driver = DriverCgroupfs
+		fs, err = detect(cfg.Root, cfg.Rmdir)
+	case DriverSystemd:
+		if err = checkSystemdRoot(root); err == nil {
+			fs, err = newSystemdFS(cfg.Root)
+		}
+	default:
+		err = fmt.Errorf("cgroupDriver %q is not supported: use cgroupfs or systemd", cfg.Driver)
+	}
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, fs: fs, burstable: map[types.UID]int64{}}
+	return withFS(cfg, fs, root), nil
+}
+
+func withFS(cfg Config, fs cgroupFS, root cgroupName) *Manager {
+	m := &Manager{cfg: cfg, fs: fs, root: root, burstable: map[types.UID]int64{}}
 	m.swapAccounting = fs.hasFile("memory", "/", "memory.memsw.limit_in_bytes")
-	return m, nil
+	return m
 }
 
 // Version is 1 or 2, the cgroup version in use.
 func (m *Manager) Version() int { return m.fs.version() }
 
-// kubepods is the cgroup of all pods.
-func (m *Manager) kubepods() string { return path.Join(m.cfg.CgroupRoot, "kubepods") }
+// path is a cgroup's path below the hierarchies' mounts with the driver in
+// use: /kubepods/burstable or /kubepods.slice/kubepods-burstable.slice.
+func (m *Manager) path(n cgroupName) string {
+	if m.cfg.Driver != DriverSystemd {
+		return n.cgroupfs()
+	}
+	p, err := n.systemd()
+	if err != nil { // New checked the root; pod UIDs have no empty levels
+		klog.ErrorS(err, "Cannot name a systemd slice", "cgroup", n.cgroupfs())
+		return n.cgroupfs()
+	}
+	return p
+}
 
-func (m *Manager) qosCgroup(class v1.PodQOSClass) string {
+// kubepods is the cgroup of all pods.
+func (m *Manager) kubepods() string { return m.path(m.qosName(v1.PodQOSGuaranteed)) }
+
+func (m *Manager) qosName(class v1.PodQOSClass) cgroupName {
+	kubepods := m.root.child("kubepods")
 	switch class {
 	case v1.PodQOSBurstable:
-		return path.Join(m.kubepods(), "burstable")
+		return kubepods.child("burstable")
 	case v1.PodQOSBestEffort:
-		return path.Join(m.kubepods(), "besteffort")
+		return kubepods.child("besteffort")
 	}
-	return m.kubepods()
+	return kubepods
+}
+
+func (m *Manager) qosCgroup(class v1.PodQOSClass) string { return m.path(m.qosName(class)) }
+
+func (m *Manager) podCgroup(class v1.PodQOSClass, uid types.UID) string {
+	return m.path(m.qosName(class).child("pod" + string(uid)))
 }
 
 // PodCgroupParent is the cgroup CRI gets as the sandbox's cgroup_parent:
 // the pod cgroup, or the cgroupRoot without per-QoS cgroups ("" for /).
+// With the systemd driver it is the slice's path, as upstream hands it
+// (/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice);
+// the runtime makes its containers scopes in the last slice.
 func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
 	if !m.cfg.PerQOS {
-		if m.cfg.CgroupRoot == "/" {
+		if len(m.root) == 0 {
 			return ""
 		}
-		return m.cfg.CgroupRoot
+		return m.path(m.root)
 	}
-	return path.Join(m.qosCgroup(qos.Class(pod)), "pod"+string(pod.UID))
+	return m.podCgroup(qos.Class(pod), pod.UID)
 }
 
 // Start creates kubepods and the QoS cgroups and limits kubepods to what
@@ -139,7 +183,7 @@ func (m *Manager) Start() error {
 	if err := m.fs.apply(m.qosCgroup(v1.PodQOSBestEffort), Limits{CPUShares: &min}); err != nil {
 		return fmt.Errorf("configure %s: %w", m.qosCgroup(v1.PodQOSBestEffort), err)
 	}
-	klog.InfoS("QoS cgroups ready", "kubepods", m.kubepods(), "cgroupVersion", m.Version(), "cpuShares", shares, "memoryLimit", top.Memory)
+	klog.InfoS("QoS cgroups ready", "driver", m.cfg.Driver, "kubepods", m.kubepods(), "cgroupVersion", m.Version(), "cpuShares", shares, "memoryLimit", top.Memory)
 	return m.updateBurstable()
 }
 
@@ -177,7 +221,7 @@ func (m *Manager) RemovePod(uid types.UID) error {
 	}
 	var errs []error
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
-		if err := m.fs.remove(path.Join(m.qosCgroup(class), "pod"+string(uid))); err != nil {
+		if err := m.fs.remove(m.podCgroup(class, uid)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -207,8 +251,8 @@ func (m *Manager) PodUIDs() ([]types.UID, error) {
 			return nil, err
 		}
 		for _, n := range names {
-			if uid, ok := strings.CutPrefix(n, "pod"); ok {
-				out = append(out, types.UID(uid))
+			if uid, ok := podUIDFromDir(m.cfg.Driver, n); ok {
+				out = append(out, uid)
 			}
 		}
 	}

@@ -193,8 +193,19 @@ func TestV2Hierarchy(t *testing.T) {
 }
 
 func TestConfigRejected(t *testing.T) {
-	if _, err := New(Config{Root: fakeV1(t), Driver: "systemd"}); err == nil || !strings.Contains(err.Error(), `cgroupDriver "systemd" is not supported`) {
-		t.Errorf("systemd driver: %v", err)
+	if _, err := New(Config{Root: fakeV1(t), Driver: "kvm"}); err == nil || !strings.Contains(err.Error(), `cgroupDriver "kvm" is not supported`) {
+		t.Errorf("unknown driver: %v", err)
+	}
+	if _, err := os.Stat("/run/systemd/system"); os.IsNotExist(err) {
+		// This host runs no systemd: the driver is refused, naming why.
+		if _, err := New(Config{Root: fakeV1(t), Driver: "systemd"}); err == nil || !strings.Contains(err.Error(), "systemd is not running") {
+			t.Errorf("systemd driver without systemd: %v", err)
+		}
+	}
+	for _, root := range []string{"/kubelet.slice", "/my_root"} {
+		if _, err := New(Config{Root: fakeV1(t), Driver: "systemd", CgroupRoot: root}); err == nil || !strings.Contains(err.Error(), "cgroupRoot") {
+			t.Errorf("systemd driver with cgroupRoot %s: %v", root, err)
+		}
 	}
 	if _, err := New(Config{Root: t.TempDir(), Driver: "cgroupfs"}); err == nil {
 		t.Error("a root without cpu and memory hierarchies was accepted")

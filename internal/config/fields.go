@@ -94,7 +94,7 @@ var Fields = []Field{
 	{"systemCgroups", NoEffect, "system processes are not moved"},
 	{"cgroupRoot", Honoured, ""},
 	{"cgroupsPerQOS", Honoured, ""},
-	{"cgroupDriver", Partly, "cgroupfs only: systemd is refused at start"},
+	{"cgroupDriver", Honoured, "cgroupfs or systemd slices; the runtime's RuntimeConfig wins when it answers"},
 	{"cpuManagerPolicy", NoEffect, "no CPU manager: containers are not pinned to CPUs"},
 	{"singleProcessOOMKill", NoEffect, "the runtime's default applies"},
 	{"cpuManagerPolicyOptions", NoEffect, "no CPU manager"},

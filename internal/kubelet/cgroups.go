@@ -12,13 +12,19 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/cm"
+	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 const cgroupFSRoot = "/sys/fs/cgroup"
 
-// newCgroups sets up the QoS cgroup hierarchy the config asks for.
-func newCgroups(cfg Config) (*cm.Manager, error) {
+// newCgroups sets up the QoS cgroup hierarchy the config asks for, with
+// the cgroup driver the runtime uses (the configured one if it won't say).
+func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*cm.Manager, error) {
 	kc := cfg.Kubelet
+	driver, err := cri.CgroupDriver(ctx, rt, kc.CgroupDriver)
+	if err != nil {
+		return nil, err
+	}
 	for _, e := range kc.EnforceNodeAllocatable {
 		if e != "pods" && e != "none" {
 			return nil, fmt.Errorf("enforceNodeAllocatable %q is not supported by this version of Skiff (only \"pods\")", e)
@@ -44,7 +50,7 @@ func newCgroups(cfg Config) (*cm.Manager, error) {
 		Root:        cgroupFSRoot,
 		CgroupRoot:  kc.CgroupRoot,
 		PerQOS:      ptr.Deref(kc.CgroupsPerQOS, true),
-		Driver:      kc.CgroupDriver,
+		Driver:      driver,
 		EnforcePods: slices.Contains(kc.EnforceNodeAllocatable, "pods"),
 		Capacity: v1.ResourceList{
 			v1.ResourceCPU:    *resource.NewMilliQuantity(int64(runtime.NumCPU())*1000, resource.DecimalSI),

@@ -40,15 +40,15 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return d, fmt.Errorf("create root directory: %w", err)
 	}
-	cgroups, err := newCgroups(cfg)
-	if err != nil {
-		return d, err
-	}
-	d.Cgroups = cgroups
+	var err error
 	if d.CRI, err = cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration); err != nil {
 		return d, err
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", d.CRI.RuntimeName, "version", d.CRI.RuntimeVersion)
+	// After the dial: the runtime's RuntimeConfig names the cgroup driver.
+	if d.Cgroups, err = newCgroups(ctx, cfg, d.CRI.Runtime); err != nil {
+		return d, err
+	}
 	if kc.PodCIDR != "" { // as upstream, in both modes; a Node's podCIDRs come later
 		if err := nodestatus.SetRuntimePodCIDR(ctx, d.CRI.Runtime, kc.PodCIDR); err != nil {
 			klog.ErrorS(err, "Pod CIDR update failed")
