@@ -2,12 +2,19 @@ package kubelet
 
 import (
 	"context"
+	"path"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/skiff-sh/skiff/internal/eviction"
+	"github.com/skiff-sh/skiff/internal/imagegc"
+	"github.com/skiff-sh/skiff/internal/podworker"
 )
 
 // podFailure is why Skiff itself failed a pod that was running: the
@@ -19,17 +26,110 @@ type podFailure struct {
 	disruption      bool
 }
 
-// runEviction evicts pods over their emptyDir sizeLimit, when the config
-// enables local storage capacity isolation (the default).
+// runEviction runs the node-pressure eviction manager (which also
+// enforces containers' and pods' ephemeral-storage limits) and, when the
+// config enables local storage capacity isolation (the default), the
+// emptyDir sizeLimit checks.
 func (k *Kubelet) runEviction(ctx context.Context) {
-	if !ptrOr(k.cfg.Kubelet.LocalStorageCapacityIsolation, true) {
+	kc := k.cfg.Kubelet
+	localStorage := ptrOr(kc.LocalStorageCapacityIsolation, true)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	gc := imagegc.New(imagegc.Config{
+		Runtime: k.cri.Runtime, Images: k.cri.Images,
+		HighThresholdPercent: int(ptrOr(kc.ImageGCHighThresholdPercent, 85)),
+		LowThresholdPercent:  int(ptrOr(kc.ImageGCLowThresholdPercent, 80)),
+		MinAge:               kc.ImageMinimumGCAge.Duration, MaxAge: kc.ImageMaximumGCAge.Duration,
+		SandboxImage: k.cfg.PodInfraContainerImage, Recorder: k.recorder, NodeRef: k.nodeRef(),
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); gc.Run(ctx) }()
+	if p := k.newPressure(ctx, localStorage, gc); p != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Run(ctx) }()
+	}
+	if !localStorage {
 		return
 	}
 	eviction.New(eviction.Config{
 		PodDir: k.volumes.PodDir,
 		Pods:   k.evictablePods,
-		Evict:  k.evict,
+		Evict:  func(p *v1.Pod, message string) { k.evict(p, 0, message) },
 	}).Run(ctx)
+}
+
+// newPressure builds the eviction manager from the config; nil (logged)
+// when its thresholds cannot be parsed, which validation rules out.
+func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imagegc.Manager) *eviction.Pressure {
+	kc := k.cfg.Kubelet
+	dedicated := false
+	if fs, err := k.cri.Images.ImageFsInfo(ctx); err == nil && len(fs.GetImageFilesystems()) > 0 {
+		mount := fs.GetImageFilesystems()[0].GetFsId().GetMountpoint()
+		if dedicated, err = eviction.DedicatedImageFs(k.cfg.RootDir, mount); err != nil {
+			klog.ErrorS(err, "Cannot tell whether the image filesystem is dedicated; taking it as shared")
+		}
+	}
+	thresholds, warnings, err := eviction.ParseThresholds(kc, dedicated)
+	if err != nil {
+		klog.ErrorS(err, "Eviction thresholds not usable; node-pressure eviction is off")
+		return nil
+	}
+	for _, w := range warnings {
+		klog.InfoS("Eviction threshold ignored", "reason", w)
+	}
+	p := eviction.NewPressure(eviction.PressureConfig{
+		Thresholds:        thresholds,
+		TransitionPeriod:  kc.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriod: int64(kc.EvictionMaxPodGracePeriod),
+		DedicatedImageFs:  dedicated,
+		LocalStorage:      localStorage,
+		Summary: func(ctx context.Context) (*statsapi.Summary, error) {
+			return k.stats.FreshSummary(ctx, freshStats)
+		},
+		Pods:      k.evictablePods,
+		Evict:     k.evict,
+		CleanedUp: k.podCleanedUp,
+		ReclaimContainers: func(ctx context.Context) error {
+			return imagegc.RemoveDeadContainers(ctx, k.cri.Runtime, k.workers.Has)
+		},
+		ReclaimImages: gc.DeleteUnusedImages,
+		Recorder:      k.recorder,
+		NodeRef:       k.nodeRef(),
+	})
+	k.pressure.Store(p)
+	klog.InfoS("Eviction thresholds", "thresholds", thresholds, "dedicatedImageFs", dedicated)
+	return p
+}
+
+func (k *Kubelet) nodeRef() *v1.ObjectReference {
+	return &v1.ObjectReference{Kind: "Node", Name: k.cfg.NodeName, UID: types.UID(k.cfg.NodeName)}
+}
+
+// freshStats is how old the stats the eviction manager acts on may be.
+const freshStats = 5 * time.Second
+
+// pressureConditions are the node's pressure conditions: none until the
+// eviction manager runs.
+func (k *Kubelet) pressureConditions() []v1.NodeConditionType {
+	if p := k.pressure.Load(); p != nil {
+		return p.Conditions()
+	}
+	return nil
+}
+
+// podCleanedUp says whether an evicted pod's worker has finished it.
+func (k *Kubelet) podCleanedUp(p *v1.Pod) bool {
+	phase, ok := k.workers.Phase(p.UID)
+	return !ok || phase == podworker.Terminated
+}
+
+// podsCgroup is the cgroup of all pods under the cgroupfs driver, where
+// allocatableMemory.available is read; "" when there is none to read.
+func podsCgroup(kc *kubeletconfigv1beta1.KubeletConfiguration) string {
+	if !ptrOr(kc.CgroupsPerQOS, true) || kc.CgroupDriver == "systemd" {
+		return ""
+	}
+	return path.Join("/", kc.CgroupRoot, "kubepods")
 }
 
 // evictablePods are the active pods but static ones, which upstream
@@ -44,14 +144,16 @@ func (k *Kubelet) evictablePods() []*v1.Pod {
 	return out
 }
 
-// evict stops the pod now and fails it with reason Evicted.
-func (k *Kubelet) evict(p *v1.Pod, message string) {
+// evict stops the pod within grace seconds and fails it with reason
+// Evicted; false if it already was.
+func (k *Kubelet) evict(p *v1.Pod, grace int64, message string) bool {
 	if !k.fail(p, podFailure{reason: eviction.Reason, message: message, disruption: true}) {
-		return
+		return false
 	}
+	klog.InfoS("Evicting pod", "pod", klog.KObj(p), "gracePeriod", grace, "message", message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, eviction.Reason, "%s", message)
-	grace := int64(0)
 	k.workers.Terminate(p, &grace)
+	return true
 }
 
 // fail records that the pod is to end Failed for f; false if it already is.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cm"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/eviction"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -83,6 +85,8 @@ type Kubelet struct {
 	rejected map[types.UID]bool       // pods admission refused
 	pending  map[types.UID]bool       // pods waiting for the Node before admission
 	failed   map[types.UID]podFailure // pods Skiff failed (evicted, past their deadline)
+
+	pressure atomic.Pointer[eviction.Pressure] // set once the eviction manager runs
 }
 
 // Run runs Skiff until ctx ends. Pods keep running when it returns: a
@@ -226,6 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 	k.stats = stats.New(stats.Config{
 		Runtime: client.Runtime, Images: client.Images, NodeName: cfg.NodeName,
 		RootDir: cfg.RootDir, PodLogsDir: logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
+		PodsCgroup: podsCgroup(kc),
 	})
 	spawn(k.stats.Run)
 	spawn(k.runEviction)

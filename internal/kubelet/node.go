@@ -23,6 +23,7 @@ func (k *Kubelet) startNode(ctx context.Context, spawn func(func(context.Context
 		KubeletVersion: Version,
 		Recorder:       k.recorder,
 		HealthChecks:   []nodestatus.HealthCheck{{Name: "PLEG", Check: k.pleg.Healthy}},
+		Pressure:       k.pressureConditions,
 	})
 	if err != nil {
 		return err

@@ -60,6 +60,9 @@ func (p *Provider) nodeStats(s *snapshot, onlyCPUAndMemory bool) statsapi.NodeSt
 		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
 	}
 	n.Rlimit = p.host.rlimit(s.t)
+	if c := p.podsContainer(s.t); c != nil {
+		n.SystemContainers = append(n.SystemContainers, *c)
+	}
 	return n
 }
 
