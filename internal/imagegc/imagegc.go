@@ -55,6 +55,9 @@ type record struct {
 type Manager struct {
 	cfg Config
 
+	// fs returns the image filesystem's capacity and available bytes.
+	fs func(ctx context.Context) (capacity, available uint64, err error)
+
 	mu      sync.Mutex // one collection at a time; guards images
 	images  map[string]*record
 	failing bool // the last collection failed
@@ -68,7 +71,9 @@ func New(cfg Config) *Manager {
 	if cfg.Period <= 0 {
 		cfg.Period = 5 * time.Minute
 	}
-	return &Manager{cfg: cfg, images: map[string]*record{}}
+	m := &Manager{cfg: cfg, images: map[string]*record{}}
+	m.fs = m.imageFs
+	return m
 }
 
 // Run records image use every few seconds and collects every Period,
@@ -190,7 +195,7 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 	if m.cfg.HighThresholdPercent >= 100 {
 		return nil
 	}
-	capacity, available, err := m.imageFs(ctx)
+	capacity, available, err := m.fs(ctx)
 	if err != nil {
 		return err
 	}
