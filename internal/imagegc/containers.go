@@ -18,10 +18,11 @@ import (
 
 // RemoveDeadContainers removes what dead containers and sandboxes hold on
 // disk, as upstream's DeleteAllUnusedContainers under disk pressure: every
-// exited container and not-ready sandbox of a pod the kubelet no longer
-// has (known false), and of a pod it has, the exited containers but the
-// newest of each name, which keeps the restart count and last state.
-func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, known func(types.UID) bool) error {
+// exited container and not-ready sandbox of a pod that no longer runs
+// (finished, evicted, deleted: active false), and of a running pod the
+// exited containers but the newest of each name, which keeps its restart
+// count and last state.
+func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, active func(types.UID) bool) error {
 	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
@@ -44,7 +45,7 @@ func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, kn
 	removed := 0
 	for k, cs := range dead {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].CreatedAt > cs[j].CreatedAt })
-		if k.uid != "" && known(k.uid) {
+		if k.uid != "" && active(k.uid) {
 			cs = cs[1:]
 		}
 		for _, c := range cs {
@@ -63,7 +64,7 @@ func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, kn
 	}
 	for _, sb := range sandboxes {
 		uid := types.UID(sb.Labels[cri.PodUIDLabel])
-		if left[sb.Id] > 0 || uid != "" && known(uid) {
+		if left[sb.Id] > 0 || uid != "" && active(uid) {
 			continue
 		}
 		if err := rt.RemovePodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {

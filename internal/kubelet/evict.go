@@ -90,7 +90,7 @@ func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imageg
 		Evict:     k.evict,
 		CleanedUp: k.podCleanedUp,
 		ReclaimContainers: func(ctx context.Context) error {
-			return imagegc.RemoveDeadContainers(ctx, k.cri.Runtime, k.workers.Has)
+			return imagegc.RemoveDeadContainers(ctx, k.cri.Runtime, k.isActive)
 		},
 		ReclaimImages: gc.DeleteUnusedImages,
 		Recorder:      k.recorder,
@@ -115,6 +115,17 @@ func (k *Kubelet) pressureConditions() []v1.NodeConditionType {
 		return p.Conditions()
 	}
 	return nil
+}
+
+// isActive says whether the pod runs on (not finished, evicted or
+// deleted): its newest dead containers are kept, a finished pod's go.
+func (k *Kubelet) isActive(uid types.UID) bool {
+	for _, p := range k.activePods() {
+		if p.UID == uid {
+			return k.failure(uid) == nil
+		}
+	}
+	return false
 }
 
 // podCleanedUp says whether an evicted pod's worker has finished it.

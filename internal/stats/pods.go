@@ -55,3 +55,16 @@ func (p *Provider) FreshSummary(ctx context.Context, maxAge time.Duration) (*sta
 	}
 	return p.Summary(ctx, false)
 }
+
+// pids is the number of tasks in the cgroup, nil if unknown.
+func (c cgroups) pids(path string) *uint64 {
+	file := filepath.Join(c.root, "pids", path, "pids.current")
+	if c.v2 {
+		file = filepath.Join(c.root, path, "pids.current")
+	}
+	v, err := readUint(file)
+	if err != nil {
+		return nil
+	}
+	return &v
+}

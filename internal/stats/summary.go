@@ -113,6 +113,9 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 		return out
 	}
 	out.Network = network(ps.t, ps.net, "eth0")
+	if ps.processes != nil {
+		out.ProcessStats = &statsapi.ProcessStats{ProcessCount: ps.processes}
+	}
 	if d != nil {
 		out.VolumeStats = d.volumes[ps.ref.UID]
 		for _, v := range out.VolumeStats {
