@@ -75,7 +75,7 @@ func (f *fakeNode) manager(thresholds []Threshold, pods []*v1.Pod) *Pressure {
 func rankedPod(name string, memRequest string, priority int32) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name)},
-		Spec: v1.PodSpec{Priority: &priority, Containers: []v1.Container{{Name: "c"}}},
+		Spec:       v1.PodSpec{Priority: &priority, Containers: []v1.Container{{Name: "c"}}},
 	}
 	if memRequest != "" {
 		q := resource.MustParse(memRequest)

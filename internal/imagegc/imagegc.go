@@ -102,9 +102,11 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// detectPeriod is how often image use is recorded: often enough that a
-// short-lived container's image counts as recently used.
-const detectPeriod = 5 * time.Second
+// detectPeriod is how often image use is recorded. A container's image
+// counts as used as long as the container exists, exited or not, so this
+// only bounds how stale lastUsed may be; upstream records it every 5
+// minutes.
+const detectPeriod = 30 * time.Second
 
 func (m *Manager) collectAndReport(ctx context.Context) {
 	err := m.GarbageCollect(ctx)

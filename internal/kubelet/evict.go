@@ -105,8 +105,10 @@ func (k *Kubelet) nodeRef() *v1.ObjectReference {
 	return &v1.ObjectReference{Kind: "Node", Name: k.cfg.NodeName, UID: types.UID(k.cfg.NodeName)}
 }
 
-// freshStats is how old the stats the eviction manager acts on may be.
-const freshStats = 5 * time.Second
+// freshStats is how old the stats the eviction manager acts on may be:
+// the stats provider's own period (10 s) and a little, so that it does not
+// sample the runtime a second time.
+const freshStats = 12 * time.Second
 
 // pressureConditions are the node's pressure conditions: none until the
 // eviction manager runs.
