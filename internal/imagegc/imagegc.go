@@ -82,7 +82,7 @@ func (m *Manager) Run(ctx context.Context) {
 	if m.cfg.HighThresholdPercent >= 100 && m.cfg.MaxAge == 0 {
 		klog.InfoS("Image garbage collection is off (imageGCHighThresholdPercent 100)")
 	}
-	next := m.cfg.Clock.Now().Add(m.cfg.Period)
+	next := m.cfg.Clock.Now() // the first collection at once, as upstream
 	for {
 		m.mu.Lock()
 		_, err := m.detect(ctx)

@@ -118,6 +118,12 @@ volumeStatsAggPeriod: 10s
 	if imagePresent(t, ballastImage) {
 		t.Error("the unused image is still there after a pod was evicted for disk pressure")
 	}
+	// The image the running pods use and the sandbox image stay.
+	for _, img := range []string{busybox, "skiff.local/pause:3.10"} {
+		if !imagePresent(t, img) {
+			t.Errorf("node-level reclaim removed %s", img)
+		}
+	}
 	if n := len(containersOf(t, string(done.UID))); n != 0 {
 		t.Errorf("the finished pod still has %d dead containers after a pod was evicted", n)
 	}
