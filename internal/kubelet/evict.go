@@ -77,6 +77,9 @@ func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imageg
 	for _, w := range warnings {
 		klog.InfoS("Eviction threshold ignored", "reason", w)
 	}
+	if kc.KernelMemcgNotification {
+		klog.InfoS("kernelMemcgNotification is not implemented by Skiff; memory signals are polled every 10s")
+	}
 	p := eviction.NewPressure(eviction.PressureConfig{
 		Thresholds:        thresholds,
 		TransitionPeriod:  kc.EvictionPressureTransitionPeriod.Duration,
