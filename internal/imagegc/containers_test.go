@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	critest "k8s.io/cri-api/pkg/apis/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
 )
 
 // Dead containers of pods that no longer run go with their not-ready
