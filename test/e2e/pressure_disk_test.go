@@ -53,7 +53,7 @@ func imagePresent(t *testing.T, name string) bool {
 
 // writerPod writes size MiB of zeros into its writable layer, then sleeps.
 func writerPod(name string, mib int) *v1.Pod {
-	return busyboxPod(name, fmt.Sprintf("dd if=/dev/zero of=/tmp/fill bs=1M count=%d && %s", mib, sleeper))
+	return busyboxPod(name, fmt.Sprintf("dd if=/dev/zero of=/tmp/fill bs=1M count=%d && echo written && %s", mib, sleeper))
 }
 
 // evictedAt is when the kubelet marked the pod disrupted.
@@ -66,10 +66,10 @@ func evictedAt(p *v1.Pod) time.Time {
 	return time.Time{}
 }
 
-// Disk pressure, for real: evictionHard nodefs.available is set 1.5 GiB
-// under what the root directory's filesystem has available now, with a
-// minimum reclaim of 1 GiB. Two pods write 2 GiB and 1 GiB into their
-// writable layers. DiskPressure goes True; node-level reclaim removes an
+// Disk pressure, for real: two pods write 6 GiB and 4 GiB into their
+// writable layers; then Skiff restarts with evictionHard nodefs.available
+// 4 GiB above what the filesystem has left and a minimum reclaim of 4
+// GiB. DiskPressure goes True; node-level reclaim removes an
 // unused image and a finished pod's container before any pod is evicted;
 // then the bigger writer is evicted, and since its removal leaves the
 // node above the threshold but short of the minimum reclaim, the second
@@ -85,19 +85,9 @@ func TestDiskPressureEviction(t *testing.T) {
 	importImage(t, ballastImage, "--add", ballast+":/ballast")
 	t.Cleanup(func() { removeImages(t, ballastImage) })
 
-	avail := fsAvailable(t, filepath.Dir(cn.root))
-	threshold := avail - 3*gib/2
-	cn.appendConfig(fmt.Sprintf(`evictionHard:
-  nodefs.available: "%dMi"
-evictionMinimumReclaim:
-  nodefs.available: "1Gi"
-evictionPressureTransitionPeriod: 30s
-imageMinimumGCAge: 5s
-volumeStatsAggPeriod: 10s
-`, threshold>>20))
+	cn.appendConfig("evictionPressureTransitionPeriod: 30s\nimageMinimumGCAge: 5s\nvolumeStatsAggPeriod: 10s\n")
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 30*time.Second)
 
 	done := busyboxPod("done", "true")
 	done.Spec.RestartPolicy = v1.RestartPolicyNever
@@ -109,10 +99,28 @@ volumeStatsAggPeriod: 10s
 	quiet := busyboxPod("quiet", sleeper)
 	quiet.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("100Mi")}
 	cn.createPod(t, quiet)
-	cn.createPod(t, writerPod("big", 2048))
-	cn.createPod(t, writerPod("small", 1024))
+	cn.createPod(t, writerPod("big", 6144))
+	cn.createPod(t, writerPod("small", 4096))
+	for _, name := range []string{"big", "small"} {
+		waitFor(t, 5*time.Minute, name+" written", func() (bool, error) {
+			return strings.Contains(cn.output(t, name), "written"), nil
+		})
+	}
 
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
+	// Other work on this machine moves the free space by gigabytes, so the
+	// threshold is set once the pods have written, 4 GiB above what is
+	// available then, with a minimum reclaim of 4 GiB: evicting big (6
+	// GiB) leaves the node 2 GiB above the threshold and 2 GiB short of
+	// the minimum reclaim, evicting small (4 GiB) too 2 GiB past it.
+	threshold := fsAvailable(t, filepath.Dir(cn.root)) + 4*gib
+	cn.stop()
+	cn.appendConfig(fmt.Sprintf(`evictionHard:
+  nodefs.available: "%dMi"
+evictionMinimumReclaim:
+  nodefs.available: "4Gi"
+`, threshold>>20))
+	cn.start()
+	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 120*time.Second)
 	big := cn.waitPod(t, cn.ns, "big", 180*time.Second, "evicted", evicted)
 	// Node-level reclaim ran before the first eviction.
 	if imagePresent(t, ballastImage) {
@@ -144,12 +152,22 @@ volumeStatsAggPeriod: 10s
 }
 
 // A soft nodefs.available threshold waits out its grace period: the
-// writer keeps running while DiskPressure is True, then is evicted.
+// writer keeps running while DiskPressure is True, then is evicted, and
+// the pressure ends once its writable layer is reclaimed.
 func TestDiskPressureSoftThreshold(t *testing.T) {
 	cn := newClusterNode(t)
 	t.Cleanup(func() { restoreImages(t) })
-	threshold := fsAvailable(t, filepath.Dir(cn.root)) - gib
+	cn.start()
+	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+	cn.createPod(t, writerPod("writer", 4096))
+	waitFor(t, 5*time.Minute, "writer written", func() (bool, error) {
+		return strings.Contains(cn.output(t, "writer"), "written"), nil
+	})
+	// Set once the pod has written, 2 GiB above what is left then: other
+	// work on this machine moves the free space by gigabytes.
+	threshold := fsAvailable(t, filepath.Dir(cn.root)) + 2*gib
 	const grace = 60 * time.Second
+	cn.stop()
 	cn.appendConfig(fmt.Sprintf(`evictionHard: {}
 evictionSoft:
   nodefs.available: "%dMi"
@@ -159,10 +177,6 @@ evictionMaxPodGracePeriod: 2
 evictionPressureTransitionPeriod: 30s
 `, threshold>>20, grace))
 	cn.start()
-	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 30*time.Second)
-	cn.createPod(t, writerPod("writer", 2048))
-
 	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
 	seen := time.Now()
 	// Half the grace period later the pod still runs.
