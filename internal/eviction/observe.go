@@ -46,8 +46,8 @@ func observe(s *statsapi.Summary) (observations, podStatsFunc) {
 		}
 	}
 	fs := func(bytes, inodes Signal, f *statsapi.FsStats) {
-		if f == nil {
-			return
+		if f == nil || f.CapacityBytes == nil || *f.CapacityBytes == 0 {
+			return // unmeasured: a filesystem of size 0 would look full
 		}
 		if f.AvailableBytes != nil && f.CapacityBytes != nil {
 			out[bytes] = observation{available: int64(*f.AvailableBytes), capacity: int64(*f.CapacityBytes), time: f.Time.Time}
