@@ -207,6 +207,8 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 		NodeLabels:            o.nodeLabels,
 		ExternalCloudProvider: o.cloudProvider == "external",
 
+		PodInfraContainerImage: o.podInfraContainerImage,
+
 		ImageCredentialProviderConfig: o.imageCredentialProviderConfig,
 		ImageCredentialProviderBinDir: o.imageCredentialProviderBinDir,
 

@@ -82,8 +82,9 @@ func TestUnhonouredNamesNonDefaultFields(t *testing.T) {
 
 	c = &kubeletconfigv1beta1.KubeletConfiguration{
 		CPUManagerPolicy:            "static",
-		ImageGCHighThresholdPercent: ptr.To[int32](100),
-		EvictionHard:                map[string]string{"nodefs.available": "0%"},
+		ImageGCHighThresholdPercent: ptr.To[int32](100), // honoured
+		MemoryManagerPolicy:         "Static",
+		TopologyManagerPolicy:       "restricted",
 		EvictionSoft:                map[string]string{}, // empty says nothing
 		RegistryPullQPS:             ptr.To[int32](5),    // the default
 		MaxPods:                     7,                   // honoured
@@ -91,7 +92,7 @@ func TestUnhonouredNamesNonDefaultFields(t *testing.T) {
 	}
 	c.Tracing = &tracingapi.TracingConfiguration{Endpoint: ptr.To("otel:4317")}
 	SetDefaults(c)
-	want := []string{"cpuManagerPolicy", "evictionHard", "imageGCHighThresholdPercent", "tracing.endpoint"}
+	want := []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "tracing.endpoint"}
 	if got := warnedPaths(c); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("warned about %v, want %v", got, want)
 	}

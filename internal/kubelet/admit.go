@@ -17,6 +17,10 @@ func (k *Kubelet) admit(p *v1.Pod) bool {
 		k.reject(p, r)
 		return false
 	}
+	if r := admission.Pressure(k.pressureConditions(), p); !r.Admit {
+		k.reject(p, r)
+		return false
+	}
 	node, cluster := k.cluster.node()
 	if IsStaticPod(p) || !cluster {
 		k.setAdmission(p, admitted) // static pods are the node's own, as upstream

@@ -56,6 +56,7 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		Recorder:              k.recorder,
 		// PLEG's health is part of the node's readiness, as upstream.
 		HealthChecks: []nodestatus.HealthCheck{{Name: "PLEG", Check: func() error { return k.pleg.Healthy() }}},
+		Pressure:     k.pressureConditions,
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,10 @@ type Config struct {
 	CertDir             string // --cert-dir; <RootDir>/pki when empty
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
+	// PodInfraContainerImage is --pod-infra-container-image: as upstream
+	// 1.34, only kept from image garbage collection; the runtime runs
+	// its own configured sandbox image.
+	PodInfraContainerImage string
 	// ExternalCloudProvider is --cloud-provider=external.
 	ExternalCloudProvider bool
 	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are

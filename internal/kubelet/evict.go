@@ -1,26 +1,11 @@
 package kubelet
 
 import (
-	"context"
-
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/eviction"
 )
-
-// runEviction evicts pods over their emptyDir sizeLimit, when the config
-// enables local storage capacity isolation (the default).
-func (k *Kubelet) runEviction(ctx context.Context) {
-	if !ptr.Deref(k.cfg.Kubelet.LocalStorageCapacityIsolation, true) {
-		return
-	}
-	eviction.New(eviction.Config{
-		PodDir: k.volumes.PodDir,
-		Pods:   k.evictablePods,
-		Evict:  k.evict,
-	}).Run(ctx)
-}
 
 // evictablePods are the active pods but static ones, which upstream
 // treats as critical and never evicts.
@@ -34,14 +19,16 @@ func (k *Kubelet) evictablePods() []*v1.Pod {
 	return out
 }
 
-// evict stops the pod now and fails it with reason Evicted.
-func (k *Kubelet) evict(p *v1.Pod, message string) {
+// evict stops the pod within grace seconds and fails it with reason
+// Evicted; false if it already was.
+func (k *Kubelet) evict(p *v1.Pod, grace int64, message string) bool {
 	if !k.fail(p, podFailure{reason: eviction.Reason, message: message, disruption: true}) {
-		return
+		return false
 	}
+	klog.InfoS("Evicting pod", "pod", klog.KObj(p), "gracePeriod", grace, "message", message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, eviction.Reason, "%s", message)
-	grace := int64(0)
 	k.workers.Terminate(p, &grace)
+	return true
 }
 
 // fail records that the pod is to end Failed for f; false if it already is.

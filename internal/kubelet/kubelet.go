@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -28,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/eviction"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/pleg"
@@ -123,6 +125,8 @@ type Kubelet struct {
 	logsDir  string // podLogsDir: /var/log/pods
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
+
+	pressure atomic.Pointer[eviction.Pressure] // set once the eviction manager runs
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -168,6 +172,7 @@ func New(d Deps) (*Kubelet, error) {
 	k.stats = stats.New(stats.Config{
 		Runtime: d.CRI.Runtime, Images: d.CRI.Images, NodeName: cfg.NodeName,
 		RootDir: cfg.RootDir, PodLogsDir: k.logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
+		PodsCgroup: podsCgroup(kc),
 	})
 	if kc.StaticPodPath != "" {
 		k.sources = append(k.sources, podsource.File)

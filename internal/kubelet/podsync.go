@@ -62,6 +62,9 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *conta
 		k.prober.StopLivenessAndStartup(pod.UID)
 	}
 	if err := k.runtime.KillPod(ctx, pod, st, grace); err != nil {
+		if pod != nil { // the worker retries; say so on the pod, as upstream
+			k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedKillPod", "error killing pod: %v", err)
+		}
 		return fmt.Errorf("kill pod: %w", err)
 	}
 	if pod == nil {

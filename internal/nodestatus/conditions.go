@@ -18,8 +18,8 @@ type pressure struct {
 	trueEvent, falseEvent     string
 }
 
-// pressures are the pressure conditions in upstream's order. Skiff has no
-// eviction manager yet, so no node is ever under pressure.
+// pressures are the pressure conditions in upstream's order; the eviction
+// manager says which hold (Config.Pressure).
 var pressures = []pressure{
 	{
 		typ:        v1.NodeMemoryPressure,

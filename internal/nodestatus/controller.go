@@ -90,6 +90,9 @@ type Config struct {
 	Images       ImageLister
 	Recorder     EventRecorder
 	HealthChecks []HealthCheck
+	// Pressure returns the pressure conditions that hold now (the eviction
+	// manager's); none when nil.
+	Pressure func() []v1.NodeConditionType
 	// OnRepeatedHeartbeatFailure is called when status or lease updates
 	// fail repeatedly; upstream closes the client's connections there so
 	// that a dead TCP connection is not reused.

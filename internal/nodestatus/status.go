@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	goruntime "runtime"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,8 +42,12 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = c.kc.Port
 
 	event := func(reason string) { c.nodeEvent(v1.EventTypeNormal, reason) }
+	var under []v1.NodeConditionType
+	if c.cfg.Pressure != nil {
+		under = c.cfg.Pressure()
+	}
 	for _, p := range pressures {
-		setPressure(node, p, false, now, event)
+		setPressure(node, p, slices.Contains(under, p.typ), now, event)
 	}
 	ready := setReady(node, c.runtime.errors(), requiredCapacity(ptr.Deref(c.kc.LocalStorageCapacityIsolation, true)), now, event)
 	if ready.Status != v1.ConditionTrue && ready.LastTransitionTime.Equal(&now) {

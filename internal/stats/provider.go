@@ -28,6 +28,9 @@ type Config struct {
 	Period, VolumePeriod time.Duration
 	// CgroupRoot and ProcRoot default to /sys/fs/cgroup and /proc.
 	CgroupRoot, ProcRoot string
+	// PodsCgroup is the cgroup of all pods (e.g. /kubepods), shown as the
+	// "pods" system container; none when empty.
+	PodsCgroup string
 }
 
 // Provider samples the node and its pods and builds summaries.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -24,6 +25,7 @@ type podSample struct {
 	cpuMem     *cpuMem // totals; from cgroups, the sandbox's plus its containers
 	rate       *uint64
 	runtime    bool // the runtime's sandbox stats gave the totals
+	processes  *uint64
 	net        []statsapi.InterfaceStats
 	containers []*containerSample
 }
@@ -166,6 +168,11 @@ func (p *Provider) samplePods(ctx context.Context, s *snapshot, sandboxes []*run
 			p.fromSandboxStats(ps, st.GetLinux(), next)
 		} else {
 			p.fromCgroups(ps, info())
+		}
+		// The pod's process count (pid.available ranks by it) is in the
+		// pids controller of the pod cgroup, the sandbox's parent.
+		if i := info(); i.cgroupPath != "" {
+			ps.processes = p.host.cg.pids(path.Dir(cgroupPath(i.cgroupPath)))
 		}
 		// containerd 1.6 leaves a sandbox's network out of its stats when
 		// it cannot read the netns; the sandbox's /proc/<pid>/net/dev has it.

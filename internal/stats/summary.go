@@ -62,6 +62,9 @@ func (p *Provider) nodeStats(s *snapshot, onlyCPUAndMemory bool) statsapi.NodeSt
 		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
 	}
 	n.Rlimit = p.host.rlimit(s.t)
+	if c := p.podsContainer(s.t); c != nil {
+		n.SystemContainers = append(n.SystemContainers, *c)
+	}
 	return n
 }
 
@@ -112,6 +115,9 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 		return out
 	}
 	out.Network = network(ps.t, ps.net, "eth0")
+	if ps.processes != nil {
+		out.ProcessStats = &statsapi.ProcessStats{ProcessCount: ps.processes}
+	}
 	if d != nil {
 		out.VolumeStats = d.volumes[ps.ref.UID]
 		for _, v := range out.VolumeStats {
