@@ -21,17 +21,16 @@ func u64(v uint64) *uint64 { return &v }
 
 // fakeNode is a node's stats the tests change between looks.
 type fakeNode struct {
-	clock             *testclock.FakeClock
-	memCap, memAvail  uint64
-	fsCap, fsAvail    uint64
-	pods              map[string]statsapi.PodStats // by UID
-	reclaimed         []string
-	reclaimFrees      uint64 // bytes a node-level reclaim frees
-	evicted           []string
-	graces            []int64
-	messages          []string
-	refuseEvict       bool
-	summaryCallsAfter int
+	clock            *testclock.FakeClock
+	memCap, memAvail uint64
+	fsCap, fsAvail   uint64
+	pods             map[string]statsapi.PodStats // by UID
+	reclaimed        []string
+	reclaimFrees     uint64 // bytes a node-level reclaim frees
+	evicted          []string
+	graces           []int64
+	messages         []string
+	refuseEvict      bool
 }
 
 func (f *fakeNode) summary(context.Context) (*statsapi.Summary, error) {
