@@ -78,7 +78,7 @@ fuzz:
 e2e: deps tools
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
-	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c 'hack/containerd.sh start && go test -tags e2e -count=1 -p 1 -timeout 60m -run "$$1" ./test/cluster/... ./test/e2e/...' _ '$(RUN)'
+	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c 'hack/containerd.sh start && go test -tags e2e -count=1 -p 1 -timeout 80m -run "$$1" ./test/cluster/... ./test/e2e/...' _ '$(RUN)'
 
 # Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
 # results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 2 -workloads a,b.
