@@ -10,6 +10,8 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
+
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // containerStatus is one spec container's status. defaultWaiting is the
@@ -40,7 +42,7 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 			ready = started && in.Probes.Ready(in.Pod.UID, c.Name, cur.ID)
 		}
 		s.Started = ptr(started)
-		s.Ready = ready && (!isInit || isSidecar(c))
+		s.Ready = ready && (!isInit || podspec.IsSidecar(c))
 		if len(instances) > 1 && instances[1].State == container.StateExited {
 			s.LastTerminationState.Terminated = terminated(in.RuntimeName, instances[1])
 		}
@@ -55,7 +57,7 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 		}
 		// A finished init container is ready: its work is done. A sidecar
 		// that stopped is not.
-		s.Ready = isInit && !isSidecar(c) && s.State.Terminated != nil && cur.ExitCode == 0
+		s.Ready = isInit && !podspec.IsSidecar(c) && s.State.Terminated != nil && cur.ExitCode == 0
 	case container.StateCreated:
 		// Created but never started (a runtime may keep a container whose
 		// start failed as created): as upstream, it counts as exited, and

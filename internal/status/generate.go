@@ -13,6 +13,8 @@ import (
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/qos"
+
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // Input is everything a pod's status is computed from.
@@ -129,7 +131,7 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 	for i, c := range pod.Spec.InitContainers {
 		cs := s.InitContainerStatuses[i]
 		done := cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
-		if isSidecar(&c) {
+		if podspec.IsSidecar(&c) {
 			done = cs.Started != nil && *cs.Started
 		}
 		if !done {
@@ -149,7 +151,7 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 
 	var notReady []string
 	for i, c := range pod.Spec.InitContainers {
-		if isSidecar(&c) && !s.InitContainerStatuses[i].Ready {
+		if podspec.IsSidecar(&c) && !s.InitContainerStatuses[i].Ready {
 			notReady = append(notReady, c.Name)
 		}
 	}

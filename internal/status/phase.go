@@ -1,6 +1,10 @@
 package status
 
-import v1 "k8s.io/api/core/v1"
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/skiff-sh/skiff/internal/podspec"
+)
 
 // Phase computes the pod phase from container statuses, as upstream's
 // getPhase: Pending until initialized and every container has run,
@@ -17,7 +21,7 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initialized
 	for i, c := range pod.Spec.InitContainers {
 		s := initStatuses[i]
 		last := s.LastTerminationState.Terminated
-		if isSidecar(&c) {
+		if podspec.IsSidecar(&c) {
 			switch {
 			case s.State.Running != nil:
 				if s.Started == nil || !*s.Started {
@@ -87,10 +91,6 @@ func Phase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, initialized
 		return v1.PodRunning
 	}
 	return v1.PodPending
-}
-
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // IsTerminal reports whether a phase is final.

@@ -4,6 +4,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/status"
 )
 
 // kubeletConditions are the pod conditions the kubelet owns; others (the
@@ -35,7 +37,7 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
-	if isTerminal(api.Phase) && !isTerminal(out.Phase) {
+	if status.IsTerminal(api.Phase) && !status.IsTerminal(out.Phase) {
 		out.Phase = api.Phase
 	}
 	if out.StartTime == nil {
@@ -46,8 +48,6 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 	}
 	return out
 }
-
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // equalIgnoringTimes compares statuses with condition probe times cleared,
 // so heartbeats alone don't cause writes.
