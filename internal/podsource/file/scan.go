@@ -8,13 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-
-	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
 // manifestExts are the file extensions read from a manifest directory.
@@ -124,23 +121,14 @@ func (s *Source) parse(path string) *parsed {
 	return &parsed{sum: sum, pod: pod, err: err}
 }
 
-// withSeen returns copies of pods carrying the time each UID was first seen.
-// The time is outside the UID hash, and stays put while the pod exists so
-// that unchanged manifests give identical snapshots.
+// withSeen returns copies of pods carrying the time each UID was first
+// seen: the parsed pods are cached, so they are not stamped in place.
 func (s *Source) withSeen(pods []*v1.Pod) []*v1.Pod {
-	seen := make(map[types.UID]string, len(pods))
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, pod := range pods {
-		t, ok := s.seen[pod.UID]
-		if !ok {
-			t = s.now().UTC().Format(time.RFC3339Nano)
-		}
-		seen[pod.UID] = t
-		pod = pod.DeepCopy()
-		pod.Annotations[podsource.ConfigSeenAnnotation] = t
-		out = append(out, pod)
+		out = append(out, pod.DeepCopy())
 	}
-	s.seen = seen
+	s.seen.Stamp(out, s.now())
 	return out
 }
 

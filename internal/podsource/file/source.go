@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -47,11 +46,11 @@ type Source struct {
 	now func() time.Time
 
 	// Owned by the Run goroutine.
-	cache    map[string]*parsed   // by file path
-	seen     map[types.UID]string // first-seen time by pod UID
-	reported map[string]string    // last reported error signature by file path
-	pathErr  string               // last reported path error
-	last     []*v1.Pod            // last snapshot sent
+	cache    map[string]*parsed // by file path
+	seen     podsource.FirstSeen
+	reported map[string]string // last reported error signature by file path
+	pathErr  string            // last reported path error
+	last     []*v1.Pod         // last snapshot sent
 	sent     bool
 
 	mu   sync.Mutex

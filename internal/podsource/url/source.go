@@ -12,7 +12,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -40,9 +39,9 @@ type Source struct {
 	now func() time.Time
 
 	// Owned by the Run goroutine.
-	data    []byte               // last answer that was decoded
-	seen    map[types.UID]string // first-seen time by pod UID
-	lastErr string               // last error logged
+	data    []byte // last answer that was decoded
+	seen    podsource.FirstSeen
+	lastErr string // last error logged
 }
 
 // New returns a Source for cfg; it does nothing until Run.
@@ -128,20 +127,8 @@ func (s *Source) fetch(ctx context.Context) (pods []*v1.Pod, changed bool, err e
 	return pods, true, nil
 }
 
-// withSeen sets the config.seen annotation: the time each UID was first
-// seen, kept while the pod stays.
+// withSeen sets the config.seen annotation on the pods, in place.
 func (s *Source) withSeen(pods []*v1.Pod) []*v1.Pod {
-	seen := make(map[types.UID]string, len(pods))
-	out := make([]*v1.Pod, 0, len(pods))
-	for _, pod := range pods {
-		t, ok := s.seen[pod.UID]
-		if !ok {
-			t = s.now().UTC().Format(time.RFC3339Nano)
-		}
-		seen[pod.UID] = t
-		pod.Annotations[podsource.ConfigSeenAnnotation] = t
-		out = append(out, pod)
-	}
-	s.seen = seen
-	return out
+	s.seen.Stamp(pods, s.now())
+	return pods
 }
