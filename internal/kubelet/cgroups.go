@@ -11,15 +11,15 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/skiff-sh/skiff/internal/cm"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/podcgroups"
 )
 
 const cgroupFSRoot = "/sys/fs/cgroup"
 
 // newCgroups sets up the QoS cgroup hierarchy the config asks for, with
 // the cgroup driver the runtime uses (the configured one if it won't say).
-func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*cm.Manager, error) {
+func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*podcgroups.Manager, error) {
 	kc := cfg.Kubelet
 	driver, err := cri.CgroupDriver(ctx, rt, kc.CgroupDriver)
 	if err != nil {
@@ -30,7 +30,7 @@ func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*c
 			return nil, fmt.Errorf("enforceNodeAllocatable %q is not supported by this version of Skiff (only \"pods\")", e)
 		}
 	}
-	memory, err := cm.MemoryCapacity()
+	memory, err := podcgroups.MemoryCapacity()
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*c
 			reserved[v1.ResourceName(name)] = sum
 		}
 	}
-	m, err := cm.New(cm.Config{
+	m, err := podcgroups.New(podcgroups.Config{
 		Root:        cgroupFSRoot,
 		CgroupRoot:  kc.CgroupRoot,
 		PerQOS:      ptr.Deref(kc.CgroupsPerQOS, true),

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // An exceeded spec.activeDeadlineSeconds, as upstream reports it.
@@ -29,7 +29,7 @@ func (k *Kubelet) checkActiveDeadline(pod *v1.Pod, now time.Time) time.Duration 
 	if !ok {
 		known = pod.Status // the apiserver's, when Skiff just started
 	}
-	if status.IsTerminal(known.Phase) {
+	if podstatus.IsTerminal(known.Phase) {
 		return 0 // done already, and a terminal phase is final
 	}
 	start := known.StartTime

@@ -11,7 +11,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podruntime"
 )
 
-// PodCgroups places pods in cgroups; *cm.Manager fits.
+// PodCgroups places pods in cgroups; *podcgroups.Manager fits.
 type PodCgroups interface {
 	podruntime.Resources
 	// EnsurePod makes the pod's cgroup with its limits.

@@ -65,7 +65,7 @@ type Deps struct {
 	// Clock times PLEG, the pod workers, the prober and status reports;
 	// nil: the real one.
 	Clock clock.WithTicker
-	// Cgroups places pods in cgroups (*cm.Manager).
+	// Cgroups places pods in cgroups (*podcgroups.Manager).
 	Cgroups PodCgroups
 	// HostIPs are the node's addresses, the pods' hostIPs.
 	HostIPs []string

@@ -12,7 +12,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podruntime"
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // The kubelet is the pod workers' podworker.Handler: each phase does the
@@ -30,7 +30,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		return false, 0, err
 	}
 	s := k.computeStatus(pod, st, false)
-	if status.IsTerminal(s.Phase) {
+	if podstatus.IsTerminal(s.Phase) {
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", s.Phase)
 		return true, 0, nil
 	}
@@ -102,7 +102,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		old = pod.Status
 	}
 	rec := k.records.get(pod.UID)
-	s := status.Generate(status.Input{
+	s := podstatus.Generate(podstatus.Input{
 		Pod:         pod,
 		Runtime:     st,
 		Waiting:     rec.waiting,

@@ -13,9 +13,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/action"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/probe"
 )
 
 // ReasonPostStartHook is the waiting reason of a container whose postStart
@@ -34,7 +34,7 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, con
 	podName := fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 	switch {
 	case h.Exec != nil:
-		out, err := probe.RunInContainer(ctx, m.cfg.CRI.Runtime, containerID, h.Exec.Command, 0)
+		out, err := action.RunInContainer(ctx, m.cfg.CRI.Runtime, containerID, h.Exec.Command, 0)
 		if err != nil {
 			return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q", h.Exec.Command, c.Name, podName, err, out), err
 		}
@@ -67,7 +67,7 @@ func (m *Manager) runHTTPHook(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			return err
 		}
 	}
-	req, err := probe.NewHTTPRequest(ctx, get, c, ip, "lifecycle")
+	req, err := action.NewHTTPRequest(ctx, get, c, ip, "lifecycle")
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/action"
 	"github.com/skiff-sh/skiff/internal/metrics"
-	"github.com/skiff-sh/skiff/internal/probe"
 )
 
 // StatusSource gives the latest status computed for a pod; the status
@@ -36,7 +36,7 @@ type Recorder interface {
 
 // Config configures a Manager.
 type Config struct {
-	Runtime  probe.Execer // runs exec probes (CRI ExecSync)
+	Runtime  action.Execer // runs exec probes (CRI ExecSync)
 	Statuses StatusSource
 	Recorder Recorder // nil: no events
 	// ExecSlots caps how many exec probes run at once; 0 is two per CPU.
@@ -56,7 +56,7 @@ type Manager struct {
 	pending []*v1.Pod       // added before Run
 	closed  bool            // Run's ctx ended
 	start   time.Time
-	http    *probe.HTTPProber
+	http    *action.HTTPProber
 	execs   *slots // caps the exec probes running at once
 
 	liveness, readiness, startup *results
@@ -86,7 +86,7 @@ func New(cfg Config) *Manager {
 		execs:     newSlots(cfg.ExecSlots),
 		cfg:       cfg,
 		start:     cfg.Clock.Now(),
-		http:      probe.NewHTTPProber(),
+		http:      action.NewHTTPProber(),
 		liveness:  newResults(Liveness, updates),
 		readiness: newResults(Readiness, updates),
 		startup:   newResults(Startup, updates),

@@ -17,8 +17,8 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/skiff-sh/skiff/internal/action"
 	"github.com/skiff-sh/skiff/internal/metrics"
-	"github.com/skiff-sh/skiff/internal/probe"
 )
 
 // run runs m until ctx ends; the returned channel closes when Run has
@@ -539,7 +539,7 @@ func TestExecProbesCapped(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := &v1.Container{Name: "app"}
-			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), false); err != nil || res != probe.Success {
+			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), false); err != nil || res != action.Success {
 				t.Errorf("check: %v %v", res, err)
 			}
 		}()

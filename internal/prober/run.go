@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/action"
 	"github.com/skiff-sh/skiff/internal/expansion"
-	"github.com/skiff-sh/skiff/internal/probe"
 )
 
 // maxRetries is how often a probe that errors (could not run at all) is
@@ -22,7 +22,7 @@ const maxRetries = 3
 // thrown away. An urgent probe gets the next free exec slot.
 func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Container, spec *v1.Probe, podIP, containerID string, urgent bool) (Result, error) {
 	var (
-		res probe.Result
+		res action.Result
 		out string
 		err error
 	)
@@ -37,9 +37,9 @@ func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Co
 		logger.V(1).Error(err, "Probe errored")
 		m.event(pod, v1.EventTypeWarning, "Unhealthy", "%s probe errored: %v", kind, err)
 		return Failure, err
-	case res == probe.Success:
+	case res == action.Success:
 		logger.V(3).Info("Probe succeeded")
-	case res == probe.Warning:
+	case res == action.Warning:
 		m.event(pod, v1.EventTypeWarning, "ProbeWarning", "%s probe warning: %s", kind, out)
 	default:
 		logger.V(1).Info("Probe failed", "output", out)
@@ -51,40 +51,40 @@ func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Co
 
 // check runs one check of spec's handler. The host of HTTP and TCP checks
 // defaults to podIP; gRPC checks always go to it.
-func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, podIP, containerID string, urgent bool) (probe.Result, string, error) {
+func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, podIP, containerID string, urgent bool) (action.Result, string, error) {
 	timeout := seconds(spec.TimeoutSeconds)
 	h := &spec.ProbeHandler
 	switch {
 	case h.Exec != nil:
 		if err := m.execs.acquire(ctx, urgent); err != nil {
-			return probe.Unknown, "", err
+			return action.Unknown, "", err
 		}
 		defer m.execs.release()
-		return probe.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
+		return action.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
 	case h.HTTPGet != nil:
-		req, err := probe.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")
+		req, err := action.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")
 		if err != nil {
-			return probe.Unknown, "", err
+			return action.Unknown, "", err
 		}
 		return m.http.Probe(req, timeout)
 	case h.TCPSocket != nil:
-		port, err := probe.ResolvePort(h.TCPSocket.Port, c)
+		port, err := action.ResolvePort(h.TCPSocket.Port, c)
 		if err != nil {
-			return probe.Unknown, "", err
+			return action.Unknown, "", err
 		}
 		host := h.TCPSocket.Host
 		if host == "" {
 			host = podIP
 		}
-		return probe.TCP(ctx, host, port, timeout)
+		return action.TCP(ctx, host, port, timeout)
 	case h.GRPC != nil:
 		service := ""
 		if h.GRPC.Service != nil {
 			service = *h.GRPC.Service
 		}
-		return probe.GRPC(ctx, podIP, int(h.GRPC.Port), service, timeout)
+		return action.GRPC(ctx, podIP, int(h.GRPC.Port), service, timeout)
 	}
-	return probe.Unknown, "", fmt.Errorf("missing probe handler for container %s", c.Name)
+	return action.Unknown, "", fmt.Errorf("missing probe handler for container %s", c.Name)
 }
 
 // expandStatic expands $(VAR) in an exec probe's command with the

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // kubeletConditions are the pod conditions the kubelet owns; others (the
@@ -37,7 +37,7 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 			out.Conditions = append(out.Conditions, c)
 		}
 	}
-	if status.IsTerminal(api.Phase) && !status.IsTerminal(out.Phase) {
+	if podstatus.IsTerminal(api.Phase) && !podstatus.IsTerminal(out.Phase) {
 		out.Phase = api.Phase
 	}
 	if out.StartTime == nil {

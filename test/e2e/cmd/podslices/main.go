@@ -1,4 +1,4 @@
-// Command podslices drives Skiff's cgroup manager (internal/cm) with the
+// Command podslices drives Skiff's cgroup manager (internal/podcgroups) with the
 // systemd driver from inside a test's systemd namespaces: "ensure UID"
 // sets up the QoS slices and a Burstable pod's slice (250m/500m CPU,
 // 64Mi), "remove UID" removes the pod's slice, "list" prints the pod UIDs
@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/skiff-sh/skiff/internal/cm"
+	"github.com/skiff-sh/skiff/internal/podcgroups"
 )
 
 func main() {
@@ -29,8 +29,8 @@ func run(args []string) error {
 	if len(args) < 1 {
 		return fmt.Errorf("usage: podslices ensure|remove UID | list")
 	}
-	m, err := cm.New(cm.Config{
-		Root: "/sys/fs/cgroup", CgroupRoot: "/", PerQOS: true, Driver: cm.DriverSystemd, EnforcePods: true,
+	m, err := podcgroups.New(podcgroups.Config{
+		Root: "/sys/fs/cgroup", CgroupRoot: "/", PerQOS: true, Driver: podcgroups.DriverSystemd, EnforcePods: true,
 		Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
 		CPUCFSQuota: true, CPUCFSQuotaPeriod: 100 * time.Millisecond,
 	})

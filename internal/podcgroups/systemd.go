@@ -1,4 +1,4 @@
-package cm
+package podcgroups
 
 import (
 	"errors"

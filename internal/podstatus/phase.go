@@ -1,4 +1,4 @@
-package status
+package podstatus
 
 import (
 	v1 "k8s.io/api/core/v1"

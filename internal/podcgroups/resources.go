@@ -1,4 +1,4 @@
-package cm
+package podcgroups
 
 import (
 	v1 "k8s.io/api/core/v1"

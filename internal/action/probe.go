@@ -1,8 +1,8 @@
-// Package probe runs one check against a container: the actions that
+// Package action runs one check against a container: the actions that
 // probes and lifecycle hooks share. A command through CRI ExecSync, an HTTP
 // GET, a TCP connect and a call of the gRPC health checking protocol, each
 // judged as the upstream kubelet's pkg/probe judges it.
-package probe
+package action
 
 import (
 	"fmt"

@@ -1,11 +1,11 @@
-package status_test
+package podstatus_test
 
 import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // The cases follow upstream's getPhase tests (pkg/kubelet/kubelet_pods_test.go,
@@ -142,7 +142,7 @@ func TestPhase(t *testing.T) {
 			} else {
 				initStatuses = []v1.ContainerStatus{tt.init}
 			}
-			if got := status.Phase(pod, initStatuses, []v1.ContainerStatus{tt.a, tt.b}, tt.initd); got != tt.want {
+			if got := podstatus.Phase(pod, initStatuses, []v1.ContainerStatus{tt.a, tt.b}, tt.initd); got != tt.want {
 				t.Fatalf("Phase = %s, want %s", got, tt.want)
 			}
 		})
@@ -154,7 +154,7 @@ func TestIsTerminal(t *testing.T) {
 		v1.PodPending: false, v1.PodRunning: false, v1.PodUnknown: false, "": false,
 		v1.PodSucceeded: true, v1.PodFailed: true,
 	} {
-		if got := status.IsTerminal(p); got != want {
+		if got := podstatus.IsTerminal(p); got != want {
 			t.Errorf("IsTerminal(%q) = %v, want %v", p, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package status_test
+package podstatus_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // fakeProbes answers by container ID.
@@ -30,7 +30,7 @@ func TestProbesDecideStartedAndReady(t *testing.T) {
 		{"started and ready", true, true, true, true, v1.ConditionTrue, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := status.Generate(status.Input{
+			s := podstatus.Generate(podstatus.Input{
 				Pod:     genPod(v1.RestartPolicyAlways, nil, "app"),
 				Runtime: rt(inst("app", "c1", container.StateRunning, 0, 0)),
 				Now:     tNow,

@@ -1,6 +1,6 @@
-// Package status computes a pod's API status from its spec, what the runtime
+// Package podstatus computes a pod's API status from its spec, what the runtime
 // reports, and why containers wait, the way the upstream kubelet does.
-package status
+package podstatus
 
 import (
 	"unicode/utf8"

@@ -1,4 +1,4 @@
-package status_test
+package podstatus_test
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package status_test
+package podstatus_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // BenchmarkGenerate measures one status computation of a running pod with
@@ -31,11 +31,11 @@ func BenchmarkGenerate(b *testing.B) {
 					CreatedAt: tOld, StartedAt: tOld,
 				})
 			}
-			in := status.Input{Pod: pod, Runtime: rt(cs...), RuntimeName: "containerd", HostIPs: []string{"192.0.2.1"}, Now: tNow}
-			in.Old = status.Generate(in)
+			in := podstatus.Input{Pod: pod, Runtime: rt(cs...), RuntimeName: "containerd", HostIPs: []string{"192.0.2.1"}, Now: tNow}
+			in.Old = podstatus.Generate(in)
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = status.Generate(in)
+				_ = podstatus.Generate(in)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package status_test
+package podstatus_test
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
-	"github.com/skiff-sh/skiff/internal/status"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 var (
@@ -130,7 +130,7 @@ func conds(cs []v1.PodCondition) []string {
 }
 
 func generate(pod *v1.Pod, st *container.PodStatus, waiting map[string]*podruntime.ContainerError, old v1.PodStatus) v1.PodStatus {
-	return status.Generate(status.Input{
+	return podstatus.Generate(podstatus.Input{
 		Pod: pod, Runtime: st, Waiting: waiting, Old: old,
 		RuntimeName: "containerd", HostIPs: []string{"192.168.1.10"}, Now: tNow,
 	})
@@ -540,7 +540,7 @@ func TestGenerateIPs(t *testing.T) {
 			for _, ip := range tt.oldIPs {
 				old.PodIPs = append(old.PodIPs, v1.PodIP{IP: ip})
 			}
-			s := status.Generate(status.Input{Pod: pod, Runtime: st, Old: old, RuntimeName: "containerd", HostIPs: hostIPs, Now: tNow})
+			s := podstatus.Generate(podstatus.Input{Pod: pod, Runtime: st, Old: old, RuntimeName: "containerd", HostIPs: hostIPs, Now: tNow})
 			var got []string
 			for _, ip := range s.PodIPs {
 				got = append(got, ip.IP)

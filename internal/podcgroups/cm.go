@@ -1,4 +1,4 @@
-// Package cm manages the QoS cgroup hierarchy as the upstream kubelet lays
+// Package podcgroups manages the QoS cgroup hierarchy as the upstream kubelet lays
 // it out: kubepods below the cgroupRoot for all pods (limited to node
 // allocatable), burstable and besteffort below it, and one cgroup per pod
 // under its QoS class (Guaranteed pods directly under kubepods). The
@@ -10,7 +10,7 @@
 // are slices that systemd makes (kubepods.slice,
 // kubepods-burstable.slice, kubepods-burstable-pod<uid>.slice with the
 // UID's "-" as "_").
-package cm
+package podcgroups
 
 import (
 	"errors"
