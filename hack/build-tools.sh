@@ -7,6 +7,12 @@
 #   registry            distribution v3.1.2         (module hack/tools/registry)
 #   staticcheck         honnef.co/go/tools v0.8.2   (module hack/tools/staticcheck)
 #
+# and into _output/containerd2/bin/ (not on anyone's PATH by accident: only
+# hack/containerd.sh puts it first, for SKIFF_RUNTIME=containerd2):
+#
+#   containerd containerd-shim-runc-v2 ctr
+#                       containerd v2.4.2           (module hack/tools/containerd2)
+#
 # Each tools module is a Go module of its own, nested in the repository and so
 # invisible to `go build/vet/test ./...` at the root: Skiff's go.mod never sees
 # k8s.io/kubernetes. Everything comes from the Go module proxy; go.sum is
@@ -14,20 +20,24 @@
 # committed ones.
 #
 # A binary is skipped when it exists and is newer than its module's go.mod and
-# go.sum and than this script (which holds the flags). Builds go to a temporary
+# go.sum and than this script (which holds the flags). containerd 2's binaries
+# instead carry a stamp (a hash of their go.mod, go.sum and flags), so editing
+# this script rebuilds neither them nor, through them, the rest. Builds go to a temporary
 # directory and are renamed into place, so an interrupted build never leaves a
 # half-written binary that looks up to date.
 #
 # Usage: hack/build-tools.sh [-f|--force] [binary...]
 #   -f, --force   rebuild even when up to date
 #   binary...     only these (default: all)
-# Environment: SKIFF_TOOLS_BIN overrides the output directory; the usual Go
+# Environment: SKIFF_TOOLS_BIN overrides the output directory (and
+# SKIFF_CONTAINERD2_BIN containerd 2's); the usual Go
 # variables (GOCACHE, GOMODCACHE, GOPROXY, GOFLAGS) are honoured.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPT="$ROOT/hack/build-tools.sh"
 OUT=${SKIFF_TOOLS_BIN:-$ROOT/_output/bin}
+OUT_CTRD2=${SKIFF_CONTAINERD2_BIN:-$ROOT/_output/containerd2/bin}
 export PATH="/usr/local/go/bin:$PATH"
 
 force=0
@@ -47,7 +57,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry staticcheck)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry staticcheck containerd containerd-shim-runc-v2 ctr)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -95,6 +105,17 @@ etcd_ldflags="-s -w"
 dist=github.com/distribution/distribution/v3
 registry_ldflags="-s -w -X $dist/version.version=v3.1.2 -X $dist/version.mainpkg=$dist"
 
+# containerd's static release build (its Makefile with STATIC=1): the
+# version it reports through CRI (the Node's containerRuntimeVersion) is
+# stamped like upstream's; the module proxy does not know the revision.
+# btrfs needs cgo and is out anyway; devmapper and zfs cannot work here and
+# would only log errors. The CRI plugin and the overlayfs snapshotter are
+# built in by default. The shim drops the gRPC server (no_grpc), as upstream's.
+ctrd=github.com/containerd/containerd/v2
+CTRD2_VERSION=v2.4.2
+ctrd2_tags="urfave_cli_no_docs,osusergo,netgo,static_build,no_btrfs,no_devmapper,no_zfs"
+ctrd2_ldflags="-s -w -X $ctrd/version.Version=$CTRD2_VERSION -X $ctrd/version.Package=$ctrd"
+
 # --- building ---------------------------------------------------------------
 wanted() {
 	[[ ${#only[@]} -eq 0 ]] && return 0
@@ -118,10 +139,27 @@ fresh() { # binary moddir
 	[[ $force -eq 0 && -x "$1" && "$1" -nt "$2/go.mod" && "$1" -nt "$2/go.sum" && "$1" -nt "$SCRIPT" ]]
 }
 
+# stamp_of moddir: what a containerd 2 binary was built from (module files
+# and flags, CTRD2_FLAGS). Kept beside the binary as NAME.stamp.
+stamp_of() {
+	cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -d' ' -f1
+	echo "$CTRD2_FLAGS"
+}
+stamped() { # binary moddir
+	[[ $force -eq 0 && -x "$1" ]] && [[ "$(cat "$1.stamp" 2>/dev/null)" == "$(stamp_of "$2")" ]]
+}
+# stamp tmpbinary: writes tmpbinary.stamp; build_module moves it into place
+# after the binary, so an interrupted build leaves a stale stamp, never a
+# fresh stamp on an old binary.
+stamp() {
+	stamp_of "$ROOT/hack/tools/containerd2" >"$1.stamp"
+}
+
 built=()
 skipped=()
 
 # build_module moddir tags ldflags name=package...
+# (OUT_DIR and FRESH select where binaries go and how staleness is judged.)
 # One `go build` for all stale binaries of a module: they share most packages,
 # and go build already runs GOMAXPROCS compiles/links in parallel.
 build_module() {
@@ -132,7 +170,7 @@ build_module() {
 		name=${spec%%=*}
 		pkg=${spec#*=}
 		wanted "$name" || continue
-		if fresh "$OUT/$name" "$dir"; then
+		if ${FRESH:-fresh} "${OUT_DIR:-$OUT}/$name" "$dir"; then
 			echo "build-tools: skip  $name (up to date)"
 			skipped+=("$name")
 		else
@@ -142,8 +180,8 @@ build_module() {
 	done
 	[[ ${#pkgs[@]} -gt 0 ]] || return 0
 
-	local tmp start i
-	tmp=$(mktemp -d "$OUT/.build.XXXXXX")
+	local tmp start i src dst
+	tmp=$(mktemp -d "${OUT_DIR:-$OUT}/.build.XXXXXX")
 	tmpdirs+=("$tmp")
 	start=$SECONDS
 	echo "build-tools: build ${names[*]} (module $mod)..."
@@ -153,7 +191,11 @@ build_module() {
 			-tags "$tags" -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 	)
 	for i in "${!pkgs[@]}"; do
-		mv -f "$tmp/$(default_name "${pkgs[$i]}")" "$OUT/${names[$i]}"
+		src=$tmp/$(default_name "${pkgs[$i]}")
+		dst=${OUT_DIR:-$OUT}/${names[$i]}
+		[[ -z "${AFTER_BUILD:-}" ]] || $AFTER_BUILD "$src"
+		mv -f "$src" "$dst"
+		[[ ! -f "$src.stamp" ]] || mv -f "$src.stamp" "$dst.stamp"
 	done
 	rm -rf "$tmp"
 	echo "build-tools: built ${names[*]} in $((SECONDS - start))s"
@@ -181,4 +223,17 @@ build_module hack/tools/registry "" "$registry_ldflags" \
 build_module hack/tools/staticcheck "" "-s -w" \
 	staticcheck=honnef.co/go/tools/cmd/staticcheck
 
-echo "build-tools: $OUT: built ${#built[@]} (${built[*]:-none}), up to date ${#skipped[@]}, $((SECONDS - total_start))s"
+# containerd 2, its ctr and its shim, one tags set each (the shim's adds
+# no_grpc).
+mkdir -p "$OUT_CTRD2"
+OUT_DIR=$OUT_CTRD2 FRESH=stamped AFTER_BUILD=stamp \
+	CTRD2_FLAGS="$ctrd2_tags $ctrd2_ldflags" \
+	build_module hack/tools/containerd2 "$ctrd2_tags" "$ctrd2_ldflags" \
+	containerd=$ctrd/cmd/containerd \
+	ctr=$ctrd/cmd/ctr
+OUT_DIR=$OUT_CTRD2 FRESH=stamped AFTER_BUILD=stamp \
+	CTRD2_FLAGS="$ctrd2_tags,no_grpc $ctrd2_ldflags" \
+	build_module hack/tools/containerd2 "$ctrd2_tags,no_grpc" "$ctrd2_ldflags" \
+	containerd-shim-runc-v2=$ctrd/cmd/containerd-shim-runc-v2
+
+echo "build-tools: built ${#built[@]} (${built[*]:-none}), up to date ${#skipped[@]}, $((SECONDS - total_start))s"
