@@ -21,6 +21,13 @@ CRI_ENDPOINT := unix:///run/skiff-dev/containerd.sock
 E2E_LOCK := /run/skiff-dev/e2e.lock
 # make e2e RUN=TestName limits the end-to-end run (go test -run).
 RUN ?= .
+# make e2e E2EFLAGS=-v passes flags to that go test.
+E2EFLAGS ?=
+# The containerd the end-to-end tests (and make runtime/up) run on:
+# containerd (Debian's 1.6) or containerd2 (2.x, built into
+# _output/containerd2/bin). hack/containerd.sh and the tests read it.
+SKIFF_RUNTIME ?= containerd
+export SKIFF_RUNTIME
 
 .PHONY: deps build runtime tools lint test fuzz e2e bench up down
 
@@ -79,11 +86,19 @@ fuzz:
 	done
 
 # containerd is (re)started inside the lock: a work tree whose containerd
-# config differs restarts it, which must not happen under another's run.
+# config or version differs restarts it, which must not happen under
+# another's run. A run on a version other than the default stops that
+# containerd (and its pods) at the end: the dev containerd rests on the
+# default version, which checkouts whose hack/containerd.sh predates
+# SKIFF_RUNTIME take for granted.
 e2e: deps tools
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
-	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c 'hack/containerd.sh start && go test -tags e2e -count=1 -p 1 -timeout 80m -run "$$1" ./test/cluster/... ./test/e2e/...' _ '$(RUN)'
+	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c '\
+		hack/containerd.sh start || exit; \
+		go test -tags e2e -count=1 -p 1 -timeout 80m $(E2EFLAGS) -run "$$1" ./test/cluster/... ./test/e2e/...; rc=$$?; \
+		if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
+		exit $$rc' _ '$(RUN)'
 
 # Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
 # results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 2 -workloads a,b.

@@ -58,7 +58,7 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 		t.Errorf("no InternalIP address: %v", n.Status.Addresses)
 	}
 	info := n.Status.NodeInfo
-	if !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://1.") || info.KubeletVersion == "" ||
+	if !isSuiteRuntimeVersion(t, info.ContainerRuntimeVersion) || info.KubeletVersion == "" ||
 		info.BootID == "" || info.KernelVersion == "" || info.OSImage == "" || info.Architecture != "amd64" {
 		t.Errorf("nodeInfo: %+v", info)
 	}
