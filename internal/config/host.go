@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,13 +99,8 @@ func swapOn(path string) (bool, error) {
 }
 
 func checkKernelDefaults(procSys string) []error {
-	keys := make([]string, 0, len(KernelDefaults))
-	for k := range KernelDefaults {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var errs []error
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(KernelDefaults)) {
 		want := KernelDefaults[k]
 		data, err := os.ReadFile(filepath.Join(procSys, k))
 		if err != nil {

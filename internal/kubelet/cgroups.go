@@ -17,9 +17,9 @@ import (
 
 const cgroupFSRoot = "/sys/fs/cgroup"
 
-// newCgroups sets up the QoS cgroup hierarchy the config asks for, with
+// NewPodCgroups sets up the QoS cgroup hierarchy the config asks for, with
 // the cgroup driver the runtime uses (the configured one if it won't say).
-func newCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*podcgroups.Manager, error) {
+func NewPodCgroups(ctx context.Context, cfg Config, rt cri.RuntimeConfigGetter) (*podcgroups.Manager, error) {
 	kc := cfg.Kubelet
 	driver, err := cri.CgroupDriver(ctx, rt, kc.CgroupDriver)
 	if err != nil {

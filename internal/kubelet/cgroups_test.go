@@ -29,7 +29,7 @@ func TestCgroupsUseTheRuntimesDriver(t *testing.T) {
 		CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: &perQOS,
 		CPUCFSQuotaPeriod: &metav1.Duration{Duration: 100 * time.Millisecond},
 	}}
-	_, err := newCgroups(context.Background(), cfg, rt)
+	_, err := NewPodCgroups(context.Background(), cfg, rt)
 	if err == nil || !strings.Contains(err.Error(), "systemd is not running") {
 		t.Fatalf("error %v, want the systemd driver refused for want of systemd", err)
 	}

@@ -46,7 +46,7 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", d.CRI.RuntimeName, "version", d.CRI.RuntimeVersion)
 	// After the dial: the runtime's RuntimeConfig names the cgroup driver.
-	if d.Cgroups, err = newCgroups(ctx, cfg, d.CRI.Runtime); err != nil {
+	if d.Cgroups, err = NewPodCgroups(ctx, cfg, d.CRI.Runtime); err != nil {
 		return d, err
 	}
 	if kc.PodCIDR != "" { // as upstream, in both modes; a Node's podCIDRs come later

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -103,11 +104,7 @@ func (d DNS) hostDNS() (*runtimeapi.DNSConfig, error) {
 
 func appendUnique(list []string, add ...string) []string {
 	for _, a := range add {
-		dup := false
-		for _, l := range list {
-			dup = dup || l == a
-		}
-		if !dup {
+		if !slices.Contains(list, a) {
 			list = append(list, a)
 		}
 	}

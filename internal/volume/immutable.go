@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"maps"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,11 +44,7 @@ func (c *immutableCache) put(k immutableKey, o any) {
 func (c *immutableCache) forget(pod types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.objs {
-		if k.pod == pod {
-			delete(c.objs, k)
-		}
-	}
+	maps.DeleteFunc(c.objs, func(k immutableKey, _ any) bool { return k.pod == pod })
 }
 
 func isImmutable(o any) bool {

@@ -329,6 +329,12 @@ func removeTestPods() {
 // the OOM killer or an operator would.
 func killContainerProcess(t *testing.T, id string) {
 	t.Helper()
+	must(t, syscall.Kill(runtimePid(t, id), syscall.SIGKILL))
+}
+
+// runtimePid is the host pid of a running container, as the runtime says.
+func runtimePid(t *testing.T, id string) int {
+	t.Helper()
 	resp, err := runtimeSvc.ContainerStatus(context.Background(), id, true)
 	must(t, err)
 	var info struct {
@@ -338,7 +344,7 @@ func killContainerProcess(t *testing.T, id string) {
 	if info.Pid <= 0 {
 		t.Fatalf("container %s has no pid: %v", id, resp.Info["info"])
 	}
-	must(t, syscall.Kill(info.Pid, syscall.SIGKILL))
+	return info.Pid
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {

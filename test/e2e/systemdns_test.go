@@ -26,6 +26,13 @@ const systemdCgroup = "/skiff-e2e-systemd"
 // cgroup, its own /proc, and a target with no dependencies, so it starts
 // nothing but what the test asks for. It refuses to run in the host's
 // PID namespace, where its mounts would hide the host's.
+//
+// Only mounts are private: the namespace shares the host's files. The
+// units of a booting system (pulled in through sysinit.target by any unit
+// with default dependencies) would act on the host's: tmpfiles empties
+// /tmp ("D /tmp"), sysusers edits /etc/passwd, sysctl applies the host's
+// sysctl.d. They are masked (runtime masks, in the private /run), so a
+// unit that needs them fails to start instead.
 const systemdInit = `#!/bin/bash
 set -euo pipefail
 if [[ $$ != 1 ]]; then echo "init.sh must be PID 1 of its own namespaces" >&2; exit 1; fi
@@ -34,6 +41,14 @@ cgmounts=$(awk '$3 == "cgroup" || $3 == "cgroup2" {print $2, $3, $4}' /proc/self
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /run/lock /run/systemd/system
 printf '[Unit]\nDescription=Skiff e2e: only the units the test starts\nDefaultDependencies=no\n' >/run/systemd/system/skiff-e2e.target
+for u in sysinit.target basic.target sockets.target timers.target paths.target \
+	systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service systemd-tmpfiles-clean.service \
+	systemd-tmpfiles-clean.timer systemd-sysusers.service systemd-sysctl.service \
+	systemd-journald.service systemd-journal-flush.service systemd-update-utmp.service \
+	systemd-random-seed.service systemd-binfmt.service systemd-modules-load.service \
+	systemd-remount-fs.service ldconfig.service systemd-machine-id-commit.service; do
+	ln -s /dev/null "/run/systemd/system/$u"
+done
 if [[ "$(stat -f -c %T /sys/fs/cgroup)" == cgroup2fs ]]; then
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup
 else
@@ -91,6 +106,7 @@ func startSystemd(t *testing.T, name string) *systemdNS {
 	sd := &systemdNS{t: t, cgroup: cgroup}
 	t.Cleanup(func() {
 		if sd.pid > 0 {
+			sd.checkOnlyTestServices()
 			_ = syscall.Kill(sd.pid, syscall.SIGKILL) // PID 1: the whole namespace goes
 		}
 		_ = cmd.Process.Kill()
@@ -136,13 +152,32 @@ func (s *systemdNS) run(args ...string) ([]byte, error) {
 }
 
 // service runs argv as a transient service of the namespace's systemd,
-// its output appended to logPath.
+// its output appended to logPath. With no default dependencies: those
+// would pull in sysinit.target (see systemdInit).
 func (s *systemdNS) service(unit, logPath string, argv ...string) {
 	s.t.Helper()
-	args := []string{"systemd-run", "--unit=" + unit, "--collect",
+	args := []string{"systemd-run", "--unit=" + unit, "--collect", "-p", "DefaultDependencies=no",
 		"-p", "StandardOutput=append:" + logPath, "-p", "StandardError=append:" + logPath, "--"}
 	if out, err := s.run(append(args, argv...)...); err != nil {
 		s.t.Fatalf("systemd-run %s: %v\n%s", unit, err, out)
+	}
+}
+
+// checkOnlyTestServices fails the test if the namespace's systemd ran a
+// service of its own (one the test did not start): such a service acts on
+// the host's files, which the namespace shares.
+func (s *systemdNS) checkOnlyTestServices() {
+	s.t.Helper()
+	out, err := s.run("systemctl", "list-units", "--all", "--type=service", "--no-legend", "--plain",
+		"--state=active,activating,deactivating,failed,reloading")
+	if err != nil {
+		s.t.Errorf("listing the namespace's services: %v\n%s", err, out)
+		return
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "skiff-e2e-") {
+			s.t.Errorf("the namespace's systemd ran %s, a unit the test did not start", line)
+		}
 	}
 }
 

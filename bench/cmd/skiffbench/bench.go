@@ -94,8 +94,16 @@ func run(ctx context.Context, o options) error {
 		if round%2 == 0 {
 			order = []string{upstream, skiff}
 		}
+		if o.bare {
+			// Between the kubelets, so that it shares their conditions.
+			order = []string{order[0], bare, order[1]}
+		}
 		for _, kind := range order {
-			if err := b.runKubelet(ctx, kind, round); err != nil {
+			run := b.runKubelet
+			if kind == bare {
+				run = b.runBare
+			}
+			if err := run(ctx, kind, round); err != nil {
 				// Keep what was measured: an aborted run still says something.
 				if werr := b.results.write(o.outDir, os.Stdout); werr != nil {
 					fmt.Fprintln(os.Stderr, "skiffbench: writing the partial results:", werr)

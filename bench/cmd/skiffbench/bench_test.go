@@ -154,3 +154,32 @@ func TestParseProcStat(t *testing.T) {
 		t.Errorf("idleFraction over no time = %v, want 1", f)
 	}
 }
+
+// The bare-CRI batch fills the runtime limit of the time rows of its
+// workload, and the table shows each kubelet as a multiple of it.
+func TestRuntimeLimitColumn(t *testing.T) {
+	r := newResults(options{workloads: "b"})
+	for kind, ms := range map[string]float64{skiff: 66, upstream: 72, bare: 60} {
+		r.add(&workloadResult{Workload: "b", Name: "b: batch of 100", Kubelet: kind, Round: 1, Pods: 1,
+			Ready: []float64{ms}, ReadyMakespan: ms})
+	}
+	r.computeRows()
+	var found bool
+	for _, row := range r.Rows {
+		switch {
+		case row.Metric == "makespan to all Ready (s)":
+			found = true
+			if row.Runtime != 60 {
+				t.Errorf("runtime limit of the makespan = %v, want 60", row.Runtime)
+			}
+		case strings.HasPrefix(row.Metric, "peak RSS") && !math.IsNaN(float64(row.Runtime)):
+			t.Errorf("%s has a runtime limit %v; only times do", row.Metric, row.Runtime)
+		}
+	}
+	if !found {
+		t.Fatal("no makespan row")
+	}
+	if md := r.markdown(); !strings.Contains(md, "| 66.0 | 72.0 | 0.92 | 60.0 | 1.10× | 1.20× |") {
+		t.Errorf("the makespan row does not show the runtime limit and the multiples:\n%s", md)
+	}
+}

@@ -34,6 +34,7 @@ type options struct {
 	outDir        string
 	note          string
 	profile       bool
+	bare          bool
 	quietIdle     float64
 	quietMax      time.Duration
 }
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON and Markdown results")
 	flag.StringVar(&o.note, "note", "", "a note written into the results (e.g. what else ran on the machine)")
 	flag.BoolVar(&o.profile, "profile", true, "write a CPU profile of every Skiff run next to the results (skiff --cpu-profile)")
+	flag.BoolVar(&o.bare, "bare", true, "also run the batches (a, b) straight through CRI with no kubelet: the runtime's own limit, the \"× runtime limit\" column")
 	flag.Float64Var(&o.quietIdle, "quiet-idle", 0.8, "before each workload, wait until the machine's CPUs were this idle over 5 s (0 to not wait)")
 	flag.DurationVar(&o.quietMax, "quiet-max", 90*time.Second, "the longest wait for the machine to be quiet")
 	klog.InitFlags(nil)

@@ -20,8 +20,8 @@ func (r *results) markdown() string {
 	if r.Note != "" {
 		fmt.Fprintf(&b, "Note: %s\n", r.Note)
 	}
-	b.WriteString("\nPer-pod times are pooled over the rounds; makespans, memory, CPU and requests are medians of the rounds. Ratio = Skiff / upstream (lower is better for every row).\n\n")
-	b.WriteString("| workload | metric | Skiff | upstream | ratio |\n|---|---|---:|---:|---:|\n")
+	b.WriteString("\nPer-pod times are pooled over the rounds; makespans, memory, CPU and requests are medians of the rounds. Ratio = Skiff / upstream (lower is better for every row). Runtime limit = the same batch driven straight through CRI with no kubelet (RunPodSandbox, CreateContainer, StartContainer with the configs Skiff sends; Ready = StartContainer returned), in the same rounds; × limit = the kubelet's figure / that limit.\n\n")
+	b.WriteString("| workload | metric | Skiff | upstream | ratio | runtime limit | Skiff × limit | upstream × limit |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	var notes []string
 	for _, row := range r.Rows {
 		ratio := "—"
@@ -34,7 +34,9 @@ func (r *results) markdown() string {
 				notes = append(notes, row.Section+": "+row.Note)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.Section, row.Metric, num(float64(row.Skiff)), num(float64(row.Upstream)), ratio)
+		lim := float64(row.Runtime)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Section, row.Metric, num(float64(row.Skiff)), num(float64(row.Upstream)), ratio,
+			num(lim), times(float64(row.Skiff), lim), times(float64(row.Upstream), lim))
 	}
 	for _, n := range notes {
 		fmt.Fprintf(&b, "\nn/c — %s\n", n)
@@ -49,6 +51,14 @@ func (r *results) markdown() string {
 	b.WriteString("\n### API requests per pod by kind (median over rounds)\n\n")
 	b.WriteString(r.requestTable())
 	return b.String()
+}
+
+// times is v as a multiple of limit ("—" without a limit).
+func times(v, limit float64) string {
+	if math.IsNaN(v) || math.IsNaN(limit) || limit <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v/limit)
 }
 
 func num(v float64) string {

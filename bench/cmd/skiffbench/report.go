@@ -46,7 +46,10 @@ type row struct {
 	Skiff    jnum   `json:"skiff"`
 	Upstream jnum   `json:"upstream"`
 	Ratio    jnum   `json:"ratio"` // skiff / upstream
-	Note     string `json:"note,omitempty"`
+	// Runtime is the same metric with no kubelet (the bare-CRI batch),
+	// where it has one: the runtime's own limit.
+	Runtime jnum   `json:"runtime"`
+	Note    string `json:"note,omitempty"`
 }
 
 // jnum is a number that is null in JSON when it is NaN (nothing measured).
@@ -183,11 +186,22 @@ func (r *results) computeRows() {
 		if len(s) == 0 || len(u) == 0 {
 			continue
 		}
-		note := runNotes(s, u)
+		rt := r.pick(w, bare)
+		note := runNotes(s, u, rt)
 		for _, m := range workloadMetrics(w) {
-			r.Rows = append(r.Rows, newRow(s[0].Name, m.name, m.get(s), m.get(u), note))
+			row := newRow(s[0].Name, m.name, m.get(s), m.get(u), note)
+			if len(rt) > 0 && limited(m.name) {
+				row.Runtime = jnum(m.get(rt))
+			}
+			r.Rows = append(r.Rows, row)
 		}
 	}
+}
+
+// limited says whether a metric has a runtime limit: the times to Ready
+// and the makespans, which a bare-CRI batch also has.
+func limited(metric string) bool {
+	return strings.HasPrefix(metric, "create→Ready") || strings.HasPrefix(metric, "create→Running") || strings.HasPrefix(metric, "makespan")
 }
 
 func newRow(section, metric string, s, u float64, note string) row {
@@ -195,7 +209,7 @@ func newRow(section, metric string, s, u float64, note string) row {
 	if u != 0 && !math.IsNaN(s) && !math.IsNaN(u) && note == "" {
 		ratio = s / u
 	}
-	return row{Section: section, Metric: metric, Skiff: jnum(s), Upstream: jnum(u), Ratio: jnum(ratio), Note: note}
+	return row{Section: section, Metric: metric, Skiff: jnum(s), Upstream: jnum(u), Ratio: jnum(ratio), Runtime: jnum(math.NaN()), Note: note}
 }
 
 // runNotes says why a workload's rows do not compare, if they do not.

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 var workloadNames = map[string]string{
@@ -72,14 +73,26 @@ func parallel(n, width int, f func(i int)) {
 // runBatch creates n pods at once, waits until all are Ready, holds them
 // for hold, then deletes them all at once and waits until they are gone.
 func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int, probe bool, hold time.Duration) batchResult {
-	var r batchResult
+	return watched(ctx, client, ns, func(w *podWatch, pods typedcorev1.PodInterface) batchResult {
+		return batch(ctx, w, pods, n, probe, hold)
+	})
+}
+
+// watched runs a workload with a watch on its namespace's pods, and keeps
+// the pod times the watch saw.
+func watched(ctx context.Context, client kubernetes.Interface, ns string, f func(*podWatch, typedcorev1.PodInterface) batchResult) batchResult {
 	w, err := watchPods(ctx, client, ns)
 	if err != nil {
-		r.err = err
-		return r
+		return batchResult{err: err}
 	}
 	defer w.stop()
-	pods := client.CoreV1().Pods(ns)
+	r := f(w, client.CoreV1().Pods(ns))
+	r.pods = w.snapshot()
+	return r
+}
+
+func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n int, probe bool, hold time.Duration) batchResult {
+	var r batchResult
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("p%03d", i)
@@ -116,20 +129,18 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int
 	} else {
 		r.allGone = time.Now()
 	}
-	r.pods = w.snapshot()
 	return r
 }
 
 // runChurn creates, waits Ready and deletes total pods, inFlight at a time.
 func runChurn(ctx context.Context, client kubernetes.Interface, ns string, total, inFlight int) batchResult {
+	return watched(ctx, client, ns, func(w *podWatch, pods typedcorev1.PodInterface) batchResult {
+		return churn(ctx, w, pods, total, inFlight)
+	})
+}
+
+func churn(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, total, inFlight int) batchResult {
 	var r batchResult
-	w, err := watchPods(ctx, client, ns)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	defer w.stop()
-	pods := client.CoreV1().Pods(ns)
 	var next atomic.Int64
 	var mu sync.Mutex
 	fail := func(err error) {
@@ -169,7 +180,6 @@ func runChurn(ctx context.Context, client kubernetes.Interface, ns string, total
 		r.allGone = r.allReady
 	}
 	r.delStart = r.start
-	r.pods = w.snapshot()
 	return r
 }
 

@@ -33,7 +33,7 @@ func TestBuildPod(t *testing.T) {
 	if pod.Labels["app"] != "web" {
 		t.Errorf("labels = %v", pod.Labels)
 	}
-	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0] != staticPodToleration {
+	if want := (v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}); len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0] != want {
 		t.Errorf("tolerations = %+v, want the NoExecute toleration", pod.Spec.Tolerations)
 	}
 	// podspec.Default ran.

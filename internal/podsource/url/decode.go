@@ -6,16 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/skiff-sh/skiff/internal/podsource"
-	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // decodePods reads a manifest URL's answer: a v1 Pod or a v1 PodList, in
@@ -61,9 +58,8 @@ func decodePods(data []byte, url, nodeName string) ([]*v1.Pod, error) {
 	return pods, nil
 }
 
-// buildPod decodes one pod and makes it this node's static pod: the UID
-// is a hash of the pod and the URL unless set, the name gets the node's
-// name as suffix, and the source annotations say where it came from.
+// buildPod decodes one pod and makes it this node's static pod, as
+// upstream's http source does (podsource.MakeStatic).
 func buildPod(js []byte, url, nodeName string) (*v1.Pod, error) {
 	pod := &v1.Pod{}
 	strictErrs, err := sjson.UnmarshalStrict(js, pod, sjson.DisallowUnknownFields)
@@ -76,23 +72,8 @@ func buildPod(js []byte, url, nodeName string) (*v1.Pod, error) {
 	if pod.Kind != "" && pod.Kind != "Pod" {
 		return nil, fmt.Errorf("kind %q in a PodList is not a Pod", pod.Kind)
 	}
-	if pod.Name == "" {
-		return nil, field.Required(field.NewPath("metadata", "name"), "a static pod needs a name")
-	}
-	if pod.UID == "" {
-		pod.UID = urlUID(js, url)
-	}
-	podspec.Default(pod)
-	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
-	pod.Spec.NodeName = nodeName
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[podsource.ConfigHashAnnotation] = string(pod.UID)
-	pod.Annotations[podsource.ConfigSourceAnnotation] = podsource.HTTP
-	pod.Status = v1.PodStatus{Phase: v1.PodPending}
-	if errs := podspec.Validate(pod); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid pod: %w", errs.ToAggregate())
+	if err := podsource.MakeStatic(pod, podsource.HTTP, nodeName, urlUID(js, url)); err != nil {
+		return nil, err
 	}
 	return pod, nil
 }

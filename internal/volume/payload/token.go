@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -131,11 +132,7 @@ func (m *TokenManager) TokenFunc(ctx context.Context, pod *v1.Pod) TokenFunc {
 func (m *TokenManager) Forget(podUID types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.cache {
-		if k.podUID == podUID {
-			delete(m.cache, k)
-		}
-	}
+	maps.DeleteFunc(m.cache, func(k tokenKey, _ cachedToken) bool { return k.podUID == podUID })
 }
 
 func (m *TokenManager) request(ctx context.Context, key tokenKey) (cachedToken, error) {
