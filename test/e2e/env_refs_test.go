@@ -139,11 +139,12 @@ func importImage(t *testing.T, name string, args ...string) {
 	tar := filepath.Join(dir, "image.tar")
 	run(bin, append([]string{"--name", name, "-o", tar}, args...)...)
 	// The dev containerd's snapshotter: native when its root is on
-	// overlayfs, else overlayfs (hack/containerd.sh).
+	// overlayfs, else overlayfs (hack/containerd.sh; both versions' roots
+	// are in one directory).
 	snap := "overlayfs"
-	if out, err := exec.Command("stat", "-f", "-c", "%T", "/var/lib/skiff-dev/containerd").Output(); err == nil && strings.TrimSpace(string(out)) == "overlayfs" {
+	if out, err := exec.Command("stat", "-f", "-c", "%T", "/var/lib/skiff-dev").Output(); err == nil && strings.TrimSpace(string(out)) == "overlayfs" {
 		snap = "native"
 	}
-	run("ctr", "--address", strings.TrimPrefix(criEndpoint, "unix://"), "-n", "k8s.io", "images", "import", "--snapshotter", snap, tar)
+	run(ctrBin(t), "--address", strings.TrimPrefix(criEndpoint, "unix://"), "-n", "k8s.io", "images", "import", "--snapshotter", snap, tar)
 	_ = os.Remove(tar)
 }

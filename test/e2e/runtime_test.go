@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,4 +26,16 @@ func isSuiteRuntimeVersion(t *testing.T, v string) bool {
 	}
 	v, ok := strings.CutPrefix(v, "containerd://")
 	return ok && strings.HasPrefix(strings.TrimPrefix(v, "v"), major)
+}
+
+// ctrBin is the ctr of the suite's runtime version: Debian's for 1.6, the
+// one built beside containerd 2.x (hack/build-tools.sh) for 2.x.
+func ctrBin(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("SKIFF_RUNTIME") != "containerd2" {
+		return "ctr"
+	}
+	bin, err := filepath.Abs("../../_output/containerd2/bin/ctr")
+	must(t, err)
+	return bin
 }

@@ -9,10 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
 )
 
-// runtimeSandboxImage is the sandbox image the runtime is configured with
-// (containerd's CRI config, from its verbose status).
+// runtimeSandboxImage is the sandbox image the runtime is configured with:
+// containerd 1.6's CRI config (its verbose status) names it; 2.x keeps it
+// in its images plugin's config, which its status leaves out, and pins it,
+// so CRI lists it as the one pinned image with a name.
 func runtimeSandboxImage(t *testing.T) string {
 	t.Helper()
 	resp, err := runtimeSvc.Status(context.Background(), true)
@@ -21,10 +26,24 @@ func runtimeSandboxImage(t *testing.T) string {
 		SandboxImage string `json:"sandboxImage"`
 	}
 	must(t, json.Unmarshal([]byte(resp.Info["config"]), &cfg))
-	if cfg.SandboxImage == "" {
-		t.Fatalf("the runtime's status names no sandboxImage: %s", resp.Info["config"])
+	if cfg.SandboxImage != "" {
+		return cfg.SandboxImage
 	}
-	return cfg.SandboxImage
+	logger := klog.Background()
+	is, err := remote.NewRemoteImageService(criEndpoint, 30*time.Second, nil, &logger)
+	must(t, err)
+	imgs, err := is.ListImages(context.Background(), nil)
+	must(t, err)
+	var pinned []string
+	for _, img := range imgs {
+		if img.Pinned {
+			pinned = append(pinned, img.RepoTags...)
+		}
+	}
+	if len(pinned) != 1 {
+		t.Fatalf("the runtime's status names no sandboxImage and it pins %d named images (%q), want 1: %s", len(pinned), pinned, resp.Info["config"])
+	}
+	return pinned[0]
 }
 
 // Skiff is told no sandbox image: the runtime runs every sandbox with its
@@ -50,7 +69,7 @@ func TestSandboxImageIsTheRuntimes(t *testing.T) {
 		t.Fatalf("pod has %d sandboxes, want 1", len(sbs))
 	}
 	// containerd's own record of the sandbox container names its image.
-	out, err := exec.Command("ctr", "--address", strings.TrimPrefix(criEndpoint, "unix://"), "-n", "k8s.io",
+	out, err := exec.Command(ctrBin(t), "--address", strings.TrimPrefix(criEndpoint, "unix://"), "-n", "k8s.io",
 		"containers", "info", sbs[0].Id).Output()
 	must(t, err)
 	var info struct {
