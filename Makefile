@@ -75,7 +75,7 @@ E2E_SUBSET_TESTS := TestNodeRegistersAndRenewsLease \
 	TestImagePullSecrets TestImagePullPolicies TestImagePullBackOff \
 	TestMemoryPressureEviction TestEphemeralStorageLimitEviction \
 	TestSandboxImageIsTheRuntimes TestHostPortAndHostNetwork \
-	TestSecurityContext
+	TestSecurityContext TestOwnContainerdFromConfigScript
 _space := $(subst ,, )
 E2E_SUBSET := $(subst $(_space),|,$(strip $(E2E_SUBSET_TESTS)))
 

@@ -11,6 +11,9 @@
 #   hack/containerd.sh config DIR [--systemd-cgroup]
 #                              # writes DIR/containerd.toml for a containerd
 #                              # of a test's own (see config_for_dir)
+#   hack/containerd.sh bindir  # prints the directory of this version's
+#                              # containerd, ctr and runc shim (put it first
+#                              # in the PATH of a containerd of one's own)
 #
 # SKIFF_RUNTIME picks the version:
 #   containerd   (default) Debian's containerd 1.6 (/usr/bin)
@@ -488,5 +491,6 @@ start) start ;;
 stop) stop ;;
 status) status ;;
 config) shift; config_for_dir "$@" ;;
-*) echo "usage: $0 start|stop|status|config DIR [--systemd-cgroup] [--state DIR] [--sandbox-image NAME]" >&2; exit 2 ;;
+bindir) ensure_binaries >&2; dirname "$BIN" ;;
+*) echo "usage: $0 start|stop|status|bindir|config DIR [--systemd-cgroup] [--state DIR] [--sandbox-image NAME]" >&2; exit 2 ;;
 esac
