@@ -22,9 +22,19 @@ func FeatureGate(gates map[string]bool) (featuregate.FeatureGate, error) {
 	return fg, nil
 }
 
+// gatePreventStaticPodAPIReferences is on by default in 1.34 (beta).
+const gatePreventStaticPodAPIReferences = "PreventStaticPodAPIReferences"
+
 func validateFeatureGateNames(c *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorList {
 	if _, err := FeatureGate(c.FeatureGates); err != nil {
 		return field.ErrorList{field.Invalid(p("featureGates"), c.FeatureGates, err.Error())}
+	}
+	// Off, upstream would run static pods that reference Secrets and the
+	// like, which the node authorizer then denies them; Skiff has only the
+	// gate's default.
+	if on, set := c.FeatureGates[gatePreventStaticPodAPIReferences]; set && !on {
+		return field.ErrorList{field.Forbidden(p("featureGates").Key(gatePreventStaticPodAPIReferences),
+			"Skiff always refuses static pods that reference API objects; it cannot be turned off")}
 	}
 	return nil
 }

@@ -133,7 +133,7 @@ var Fields = []Field{
 	{"makeIPTablesUtilChains", NoEffect, "no iptables chains are made"},
 	{"iptablesMasqueradeBit", NoEffect, "no iptables chains are made"},
 	{"iptablesDropBit", NoEffect, "no iptables chains are made"},
-	{"featureGates", Honoured, "unknown names and locked gates are refused as upstream; Skiff reads the gates of the features it has"},
+	{"featureGates", Honoured, "unknown names and locked gates are refused as upstream; Skiff reads the gates of the features it has; PreventStaticPodAPIReferences=false is refused (static pods that reference API objects are always refused)"},
 	{"failSwapOn", Honoured, ""},
 	{"memorySwap.swapBehavior", NoEffect, "containers get no swap settings"},
 	{"containerLogMaxSize", Honoured, ""},

@@ -106,6 +106,8 @@ func TestFeatureGateNamesAreChecked(t *testing.T) {
 		{map[string]bool{"KubeletCrashLoopBackOffMax": true, "ContextualLogging": false}, ""},
 		{map[string]bool{"NoSuchGate": true}, "unrecognized feature gate: NoSuchGate"},
 		{map[string]bool{"APIServerTracing": false}, "cannot set feature gate APIServerTracing to false, feature is locked to true"},
+		{map[string]bool{"PreventStaticPodAPIReferences": true}, ""},
+		{map[string]bool{"PreventStaticPodAPIReferences": false}, "featureGates[PreventStaticPodAPIReferences]: Forbidden"},
 	} {
 		c := &kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: tc.gates}
 		SetDefaults(c)

@@ -22,7 +22,8 @@ var staticPodToleration = v1.Toleration{Operator: v1.TolerationOpExists, Effect:
 // defaults, the node's name as a suffix of the pod's (mirror pod names
 // stay unique across nodes) and as spec.nodeName, the config.hash and
 // config.source annotations, phase Pending (status is the kubelet's to
-// report, never the manifest's), then validation. Only pods from files
+// report, never the manifest's), then validation, and the refusal of any
+// reference to an API object (apiReference). Only pods from files
 // get the NoExecute toleration: upstream's http source adds none. The
 // config.seen annotation is left to the caller (see FirstSeen).
 func MakeStatic(pod *v1.Pod, source, nodeName string, uid types.UID) error {
@@ -49,6 +50,11 @@ func MakeStatic(pod *v1.Pod, source, nodeName string, uid types.UID) error {
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}
 	if errs := podspec.Validate(pod); len(errs) > 0 {
 		return fmt.Errorf("invalid pod: %w", errs.ToAggregate())
+	}
+	if what, err := apiReference(pod); err != nil {
+		return err
+	} else if what != "" {
+		return fmt.Errorf("static pods may not reference %s", what)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // A required ConfigMap or key that is missing keeps the container waiting
@@ -60,9 +61,11 @@ func TestEnvMissingReference(t *testing.T) {
 	}
 }
 
-// A standalone Skiff has no apiserver: a static pod that needs a ConfigMap
-// fails clearly, with upstream's message.
-func TestEnvStandaloneConfigMap(t *testing.T) {
+// A static pod runs without the apiserver, so one that needs a ConfigMap
+// is refused when its manifest is read, as upstream 1.34
+// (PreventStaticPodAPIReferences): it never runs, and the log names its
+// file. The pod beside it runs.
+func TestStaticPodReferringToConfigMapIsRefused(t *testing.T) {
 	n := newNode(t)
 	n.start()
 	n.writeManifest("cm.yaml", staticPod("needs-cm", sleeper, "")+`    env:
@@ -70,15 +73,20 @@ func TestEnvStandaloneConfigMap(t *testing.T) {
       valueFrom:
         configMapKeyRef: {name: conf, key: k}
 `)
-	want := "couldn't get configMap default/conf, no kubeClient defined"
-	waitFor(t, 30*time.Second, "CreateContainerConfigError: "+want, func() (bool, error) {
-		p, err := n.pod("needs-cm-" + nodeName)
-		if err != nil || p == nil || len(p.Status.ContainerStatuses) == 0 {
-			return false, nil
-		}
-		w := p.Status.ContainerStatuses[0].State.Waiting
-		return w != nil && w.Reason == "CreateContainerConfigError" && w.Message == want, nil
+	n.writeManifest("plain.yaml", staticPod("plain", sleeper, ""))
+	n.waitRunning("plain-"+nodeName, 30*time.Second)
+	waitFor(t, 10*time.Second, "cm.yaml reported in the log", func() (bool, error) {
+		return strings.Contains(n.log(), "cm.yaml"), nil
 	})
+	if p, err := n.pod("needs-cm-" + nodeName); err != nil || p != nil {
+		t.Errorf("the pod that needs a ConfigMap must not exist: %v, %v", p, err)
+	}
+	sbs, err := runtimeSvc.ListPodSandbox(t.Context(), &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": "needs-cm-" + nodeName}})
+	must(t, err)
+	if len(sbs) > 0 {
+		t.Errorf("the refused pod has %d sandboxes", len(sbs))
+	}
 }
 
 // Image ENTRYPOINT and CMD as documented: no command and no args run the
