@@ -79,9 +79,24 @@ func startKubelet(s kubeletSpec) (*kubeletProc, error) {
 		return nil, fmt.Errorf("start %s: %w", s.kind, err)
 	}
 	p := &kubeletProc{cmd: cmd, pid: cmd.Process.Pid, logPath: logPath, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
+	_, err = os.Stat(upstreamFixedDir)
+	left := os.IsNotExist(err)
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		if left {
+			_ = os.RemoveAll(upstreamFixedDir)
+		}
+		close(p.exited)
+	}()
 	return p, nil
 }
+
+// upstreamFixedDir is where the upstream kubelet makes its device plugin
+// socket whatever its --root-dir. Left behind, it makes kubeadm's
+// preflight (and TestKubeadmJoin) refuse the machine, so a run that made
+// it removes it.
+const upstreamFixedDir = "/var/lib/kubelet"
 
 // stop sends SIGTERM and waits; SIGKILL after 30 s.
 func (p *kubeletProc) stop() error {
