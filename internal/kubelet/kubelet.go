@@ -242,6 +242,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.runSources(spawn, updates)
 	spawn(k.pleg.Run)
+	spawn(k.logRuntimeFeatures)
 	spawn(func(ctx context.Context) { k.runtime.RunSandboxRemover(ctx, k.periods.Housekeeping) })
 	spawn(k.stats.Run)
 	spawn(k.runEviction)

@@ -58,6 +58,7 @@ func (p *PLEG) watch(ctx context.Context) {
 		}
 		p.setEvented(false)
 		if status.Code(err) == codes.Unimplemented {
+			p.decide(false)
 			klog.InfoS("The container runtime does not stream container events (CRI GetContainerEvents is unimplemented); relisting", "period", p.period)
 			return
 		}
@@ -147,6 +148,7 @@ func (p *PLEG) setEvented(on bool) {
 		return
 	}
 	if on {
+		p.decide(true)
 		klog.InfoS("Following the container runtime's events; relisting as a safety net", "period", p.eventedPeriod)
 	}
 	p.relistSoon()
@@ -157,4 +159,23 @@ func (p *PLEG) Evented() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.evented
+}
+
+func (p *PLEG) decide(offered bool) {
+	p.decideOnce.Do(func() {
+		p.offered = offered
+		close(p.decided)
+	})
+}
+
+// EventsOffered waits until the PLEG knows whether the runtime streams
+// container events: it does once a stream was healthy, it does not when
+// the call is unimplemented. ok is false if ctx ended first.
+func (p *PLEG) EventsOffered(ctx context.Context) (offered, ok bool) {
+	select {
+	case <-p.decided:
+		return p.offered, true
+	case <-ctx.Done():
+		return false, false
+	}
 }

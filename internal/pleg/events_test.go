@@ -139,6 +139,9 @@ func startEvented(t *testing.T) *eventedFixture {
 	waitFor(t, "the stream to count as healthy", f.p.Evented)
 	waitFor(t, "the relist of a new stream", func() bool { return f.rt.listCalls() == 2 })
 	f.rt.takeCalls()
+	if offered, ok := f.p.EventsOffered(context.Background()); !ok || !offered {
+		t.Fatalf("EventsOffered = %v, %v; want true, true", offered, ok)
+	}
 	return f
 }
 
@@ -272,6 +275,9 @@ func TestUnimplementedEventsStayOnRelist(t *testing.T) {
 	stream.noSubscription(t)
 	if p.Evented() {
 		t.Error("evented on a runtime without events")
+	}
+	if offered, ok := p.EventsOffered(context.Background()); !ok || offered {
+		t.Errorf("EventsOffered = %v, %v; want false, true", offered, ok)
 	}
 }
 

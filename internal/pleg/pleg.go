@@ -62,6 +62,9 @@ type PLEG struct {
 	clock         clock.WithTicker
 	events        chan *Event
 	kick          chan struct{} // relist now
+	decided       chan struct{} // closed once the runtime's events are known to work or not
+	decideOnce    sync.Once
+	offered       bool // set before decided is closed
 
 	// syncMu orders relists and event-driven status reads, so the cache
 	// and pods only ever move forward.
@@ -98,14 +101,19 @@ func New(cfg Config) *PLEG {
 	if cfg.EventedPeriod <= 0 {
 		cfg.EventedPeriod = DefaultEventedPeriod
 	}
-	return &PLEG{
+	p := &PLEG{
 		rt: cfg.Runtime, src: cfg.Events, cache: cfg.Cache, period: cfg.Period,
 		eventedPeriod: cfg.EventedPeriod, clock: cfg.Clock,
 		events:    make(chan *Event, 1000),
 		kick:      make(chan struct{}, 1),
+		decided:   make(chan struct{}),
 		pods:      map[types.UID]*container.Pod{},
 		reinspect: map[types.UID]bool{},
 	}
+	if p.src == nil {
+		p.decide(false)
+	}
+	return p
 }
 
 // Events is the channel events arrive on.
