@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // handleEvents reads the status of every pod a batch of runtime events
@@ -20,6 +22,9 @@ func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEv
 	refs := map[types.UID]cri.PodRef{}
 	unknown := false
 	for _, e := range batch {
+		if e.CreatedAt > 0 { // the runtime's clock is the host's
+			metrics.EventedPLEGConnLatency.Observe(time.Since(time.Unix(0, e.CreatedAt)).Seconds())
+		}
 		ref, ours, known := p.podOf(e)
 		switch {
 		case !known:
