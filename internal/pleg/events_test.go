@@ -3,6 +3,7 @@ package pleg
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -409,4 +410,25 @@ func eventsEqual(a, b []Event) bool {
 		}
 	}
 	return true
+}
+
+// A waiting reader of a pod the PLEG has not listed yet gets a status
+// named as the runtime's sandbox says, not a nameless one.
+func TestWaitingReaderOfUnlistedPodGetsItsName(t *testing.T) {
+	f := startEvented(t)
+	f.rt.set(pod("p", sbs(sb("s1", running)), ctr("c1", running)), pod("n", sbs(sb("s2", running))))
+	mark := f.clk.Now()
+	f.clk.Step(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	st, err := f.cache.GetNewerThan(ctx, "n", mark)
+	if err != nil {
+		t.Fatalf("the waiting reader was not served: %v", err)
+	}
+	if st.Namespace != "ns" || !strings.HasPrefix(st.Name, "n") || len(st.Sandboxes) != 1 {
+		t.Fatalf("status of n = %+v, want it named n in ns with its sandbox", st)
+	}
+	if got := f.p.Pods(); len(got) != 2 {
+		t.Errorf("Pods = %v, want p and n", got)
+	}
 }

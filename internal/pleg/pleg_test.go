@@ -66,7 +66,8 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, ref cri.PodRef) (*containe
 			if s.State == container.StateRunning {
 				state = runtimeapi.PodSandboxState_SANDBOX_READY
 			}
-			st.Sandboxes = append(st.Sandboxes, &runtimeapi.PodSandboxStatus{Id: s.ID, State: state})
+			st.Sandboxes = append(st.Sandboxes, &runtimeapi.PodSandboxStatus{Id: s.ID, State: state,
+				Metadata: &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.ID)}})
 		}
 		for _, c := range p.Containers {
 			st.Containers = append(st.Containers, &container.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})

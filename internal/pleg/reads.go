@@ -104,6 +104,10 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 			p.mu.Unlock()
 			continue
 		}
+		if ref.Name == "" && len(st.Sandboxes) > 0 { // a pod read before it was ever listed
+			md := st.Sandboxes[0].GetMetadata()
+			st.Name, st.Namespace = md.GetName(), md.GetNamespace()
+		}
 		now := podFromStatus(st)
 		p.mu.Lock()
 		old := p.pods[uid]
