@@ -40,8 +40,8 @@ func runtimeStreamsEvents(t *testing.T) bool {
 	return major > 1 || minor >= 7
 }
 
-// containerPid is the host pid of a container's process, from the runtime.
-func containerPid(t *testing.T, id string) int {
+// hostPidOf is the host pid of a container's process, from the runtime.
+func hostPidOf(t *testing.T, id string) int {
 	t.Helper()
 	resp, err := runtimeSvc.ContainerStatus(context.Background(), id, true)
 	must(t, err)
@@ -68,14 +68,14 @@ func neverRestarting(t *testing.T, cn *clusterNode, prefix string, n int) (names
 	for _, name := range names {
 		p := cn.waitPod(t, cn.ns, name, 90*time.Second, "ready", isReady)
 		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		pids = append(pids, containerPid(t, id))
+		pids = append(pids, hostPidOf(t, id))
 	}
 	return names, pids
 }
 
-// killedReported waits until the apiserver shows the pod's container
+// waitKillReported waits until the apiserver shows the pod's container
 // killed by SIGKILL and the pod Failed, and returns when it saw that.
-func killedReported(t *testing.T, cn *clusterNode, name string) time.Time {
+func waitKillReported(t *testing.T, cn *clusterNode, name string) time.Time {
 	t.Helper()
 	cn.waitPod(t, cn.ns, name, 90*time.Second, "the kill reported", func(p *v1.Pod) bool {
 		if p.Status.Phase != v1.PodFailed || len(p.Status.ContainerStatuses) != 1 {
@@ -116,7 +116,7 @@ func TestExternalKillReported(t *testing.T) {
 	for i, name := range names {
 		killed := time.Now()
 		must(t, syscall.Kill(pids[i], syscall.SIGKILL))
-		seen := killedReported(t, cn, name)
+		seen := waitKillReported(t, cn, name)
 		t.Logf("%s: kill -> status in the apiserver (polled) %v", name, seen.Sub(killed).Round(time.Millisecond))
 	}
 	conns, errs, after := eventedMetrics(t, cn)
@@ -159,6 +159,6 @@ func TestEventStreamBreakLosesNoStatus(t *testing.T) {
 	}
 	must(t, syscall.Kill(pids[3], syscall.SIGKILL))
 	for _, name := range names {
-		killedReported(t, cn, name)
+		waitKillReported(t, cn, name)
 	}
 }
