@@ -326,11 +326,9 @@ func TestSandboxStatsRetryBackOff(t *testing.T) {
 func TestSummarySplitContainerFs(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		f := newFixture(t)
-		ctrDir := f.imgDir
 		if split {
-			ctrDir = t.TempDir()
 			f.images.SetFakeContainerFilesystemUsage([]*runtimeapi.FilesystemUsage{{
-				FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: ctrDir}, UsedBytes: &runtimeapi.UInt64Value{Value: 999},
+				FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: t.TempDir()}, UsedBytes: &runtimeapi.UInt64Value{Value: 999},
 				InodesUsed: &runtimeapi.UInt64Value{Value: 9},
 			}})
 		}
