@@ -77,17 +77,17 @@ func neverRestarting(t *testing.T, cn *clusterNode, prefix string, n int) (names
 }
 
 // waitKillReported waits until the apiserver shows the pod's container
-// killed by SIGKILL and the pod Failed, and returns when it saw that.
-func waitKillReported(t *testing.T, cn *clusterNode, name string) time.Time {
+// terminated and the pod Failed, and returns when it saw that and the
+// exit code reported.
+func waitKillReported(t *testing.T, cn *clusterNode, name string) (time.Time, int32) {
 	t.Helper()
-	cn.waitPod(t, cn.ns, name, 90*time.Second, "the kill reported", func(p *v1.Pod) bool {
+	p := cn.waitPod(t, cn.ns, name, 90*time.Second, "the kill reported", func(p *v1.Pod) bool {
 		if p.Status.Phase != v1.PodFailed || len(p.Status.ContainerStatuses) != 1 {
 			return false
 		}
-		term := p.Status.ContainerStatuses[0].State.Terminated
-		return term != nil && term.ExitCode == 137
+		return p.Status.ContainerStatuses[0].State.Terminated != nil
 	})
-	return time.Now()
+	return time.Now(), p.Status.ContainerStatuses[0].State.Terminated.ExitCode
 }
 
 // eventedMetrics scrapes the evented PLEG's counters from /metrics.
@@ -119,7 +119,10 @@ func TestExternalKillReported(t *testing.T) {
 	for i, name := range names {
 		killed := time.Now()
 		must(t, syscall.Kill(pids[i], syscall.SIGKILL))
-		seen := waitKillReported(t, cn, name)
+		seen, code := waitKillReported(t, cn, name)
+		if code != 137 {
+			t.Errorf("%s: exit code %d reported, want 137 (SIGKILL)", name, code)
+		}
 		t.Logf("%s: kill -> status in the apiserver (polled) %v", name, seen.Sub(killed).Round(time.Millisecond))
 	}
 	conns, errs, after := eventedMetrics(t, cn)
@@ -169,7 +172,17 @@ func TestEventStreamBreakLosesNoStatus(t *testing.T) {
 		})
 	}
 	must(t, syscall.Kill(pids[3], syscall.SIGKILL))
-	for _, name := range names {
-		waitKillReported(t, cn, name)
+	// Every exit is reported. Its code is the runtime's: containerd
+	// records one that lands while it is down as it recovers, not
+	// necessarily as 137; that is logged, not asserted.
+	for i, name := range names {
+		_, code := waitKillReported(t, cn, name)
+		if code == 0 {
+			t.Errorf("%s: reported as a success after its kill", name)
+		}
+		if code != 137 && i != 1 {
+			t.Errorf("%s: exit code %d reported, want 137 (SIGKILL)", name, code)
+		}
+		t.Logf("%s: exit code %d reported", name, code)
 	}
 }
