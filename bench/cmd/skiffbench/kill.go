@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -35,6 +36,10 @@ const (
 	patchWatch = "patch→watch"
 	exitWatch  = "exit→watch"
 )
+
+// killJitter bounds the random pause before each kill: more than the
+// 1 s relist period of both kubelets.
+const killJitter = 1500 * time.Millisecond
 
 // killTimes is one pod of workload e.
 type killTimes struct {
@@ -107,6 +112,11 @@ func (b *bench) killEach(ctx context.Context, w *podWatch, ns string, names []st
 		if err != nil {
 			return out, err
 		}
+		// A random pause first: killing right after the last report would
+		// lock each kill to the same phase of a relisting kubelet's period
+		// (a whole period before the next relist), where the exits of a
+		// real node land anywhere in it.
+		sleepCtx(ctx, rand.N(killJitter))
 		k := killTimes{name: name, containerID: id, killed: time.Now()}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			return out, fmt.Errorf("kill %s (pid %d): %w", name, pid, err)
