@@ -91,7 +91,7 @@ func (b *bench) runKills(ctx context.Context, ns string, n int) (batchResult, ma
 	}
 	r.allGone = time.Now()
 	r.pods = w.snapshot()
-	return r, b.killBreakdown(ctx, w, ns, kills)
+	return r, b.killBreakdown(w, ns, kills)
 }
 
 // killEach kills the pods' containers one after the other, each once the
@@ -121,8 +121,11 @@ func (b *bench) killEach(ctx context.Context, w *podWatch, ns string, names []st
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			return out, fmt.Errorf("kill %s (pid %d): %w", name, pid, err)
 		}
+		err = waitAll(ctx, w, []string{name}, time.Minute, func(t *podTimes) <-chan struct{} { return t.termCh })
+		// Read at once: a kubelet may remove a dead container later.
+		k.exited, _ = b.runtime.finishedAt(ctx, id)
 		out = append(out, k)
-		if err := waitAll(ctx, w, []string{name}, time.Minute, func(t *podTimes) <-chan struct{} { return t.termCh }); err != nil {
+		if err != nil {
 			return out, fmt.Errorf("waiting for the kill of %s to be reported: %w", name, err)
 		}
 	}
@@ -131,7 +134,7 @@ func (b *bench) killEach(ctx context.Context, w *podWatch, ns string, names []st
 
 // killBreakdown fills in the exits (from the runtime) and the status
 // writes (from the audit log), and returns the stages' durations.
-func (b *bench) killBreakdown(ctx context.Context, w *podWatch, ns string, kills []killTimes) map[string][]float64 {
+func (b *bench) killBreakdown(w *podWatch, ns string, kills []killTimes) map[string][]float64 {
 	writes, err := statusWrites(b.audit.path, b.audit.offset, "system:node:"+nodeName, ns)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skiffbench: reading the audit log:", err)
@@ -143,7 +146,6 @@ func (b *bench) killBreakdown(ctx context.Context, w *podWatch, ns string, kills
 		}
 	}
 	for _, k := range kills {
-		k.exited, _ = b.runtime.finishedAt(ctx, k.containerID)
 		for _, t := range writes[k.name] {
 			if !t.Before(k.killed) {
 				k.patched = t
