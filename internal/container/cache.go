@@ -16,6 +16,11 @@ type Cache struct {
 	pods    map[types.UID]cacheEntry
 	global  time.Time     // every pod's status is at least this fresh
 	changed chan struct{} // closed and replaced on every write
+	// waiting counts the readers blocked in GetNewerThan per pod; wanted
+	// is signalled when one starts to wait, so a writer that can read a
+	// single pod (the evented PLEG) need not make it wait for a relist.
+	waiting map[types.UID]int
+	wanted  chan struct{}
 }
 
 type cacheEntry struct {
@@ -26,7 +31,8 @@ type cacheEntry struct {
 
 // NewCache returns an empty cache.
 func NewCache() *Cache {
-	return &Cache{pods: map[types.UID]cacheEntry{}, changed: make(chan struct{})}
+	return &Cache{pods: map[types.UID]cacheEntry{}, changed: make(chan struct{}),
+		waiting: map[types.UID]int{}, wanted: make(chan struct{}, 1)}
 }
 
 // Get returns the cached status of a pod: an empty status when none is known.
@@ -47,6 +53,16 @@ func (c *Cache) getLocked(uid types.UID) (*PodStatus, error) {
 // GetNewerThan blocks until the cache holds an observation of the pod made
 // after min (its own, or a relist that saw no change to it), or ctx ends.
 func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, min time.Time) (*PodStatus, error) {
+	waited := false
+	defer func() {
+		if waited {
+			c.mu.Lock()
+			if c.waiting[uid]--; c.waiting[uid] <= 0 {
+				delete(c.waiting, uid)
+			}
+			c.mu.Unlock()
+		}
+	}()
 	for {
 		c.mu.Lock()
 		e, ok := c.pods[uid]
@@ -54,6 +70,14 @@ func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, min time.Time) 
 			s, err := c.getLocked(uid)
 			c.mu.Unlock()
 			return s, err
+		}
+		if !waited {
+			waited = true
+			c.waiting[uid]++
+			select {
+			case c.wanted <- struct{}{}:
+			default: // a signal is already pending
+			}
 		}
 		ch := c.changed
 		c.mu.Unlock()
@@ -84,6 +108,20 @@ func (c *Cache) UpdateTime(ts time.Time) {
 		c.global = ts
 		c.notifyLocked()
 	}
+}
+
+// Wanted is signalled when a reader starts waiting in GetNewerThan.
+func (c *Cache) Wanted() <-chan struct{} { return c.wanted }
+
+// Waiting returns the pods that readers wait for in GetNewerThan.
+func (c *Cache) Waiting() []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.UID, 0, len(c.waiting))
+	for uid := range c.waiting {
+		out = append(out, uid)
+	}
+	return out
 }
 
 // Delete forgets a pod.

@@ -224,3 +224,35 @@ func TestCacheUpdateTimeNeverGoesBack(t *testing.T) {
 		t.Fatalf("GetNewerThan: %v", err)
 	}
 }
+
+// A reader that has to wait is announced on Wanted and listed by Waiting
+// until an observation satisfies it; one that need not wait is not.
+func TestCacheWaitingReaders(t *testing.T) {
+	c := NewCache()
+	t0 := time.Unix(100, 0)
+	c.Set("fresh", &PodStatus{ID: "fresh"}, nil, t0.Add(time.Second))
+	mustReturn(t, getNewerThan(context.Background(), c, "fresh", t0))
+	select {
+	case <-c.Wanted():
+		t.Fatal("a reader that did not wait was announced")
+	default:
+	}
+	if w := c.Waiting(); len(w) != 0 {
+		t.Fatalf("Waiting = %v with nobody waiting", w)
+	}
+
+	ch := getNewerThan(context.Background(), c, "p", t0)
+	select {
+	case <-c.Wanted():
+	case <-time.After(waitTimeout):
+		t.Fatal("a waiting reader was not announced on Wanted")
+	}
+	if w := c.Waiting(); len(w) != 1 || w[0] != "p" {
+		t.Fatalf("Waiting = %v, want [p]", w)
+	}
+	c.Set("p", &PodStatus{ID: "p"}, nil, t0.Add(time.Second))
+	mustReturn(t, ch)
+	if w := c.Waiting(); len(w) != 0 {
+		t.Fatalf("Waiting = %v after the reader returned", w)
+	}
+}

@@ -165,7 +165,8 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	k.runtime = podruntime.New(rc)
-	k.pleg = pleg.New(pleg.Config{Runtime: k.runtime, Cache: k.cache, Period: k.periods.PLEG, Clock: d.Clock})
+	k.pleg = pleg.New(pleg.Config{Runtime: k.runtime, Cache: k.cache, Period: k.periods.PLEG, Clock: d.Clock,
+		Events: d.CRI.Runtime})
 	k.workers = podworker.New(podworker.Config{
 		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod, Clock: d.Clock,
 	})
@@ -241,6 +242,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.runSources(spawn, updates)
 	spawn(k.pleg.Run)
+	spawn(k.logRuntimeFeatures)
 	spawn(func(ctx context.Context) { k.runtime.RunSandboxRemover(ctx, k.periods.Housekeeping) })
 	spawn(k.stats.Run)
 	spawn(k.runEviction)

@@ -64,6 +64,21 @@ var (
 		Subsystem: subsystem, Name: "pleg_last_seen_seconds",
 		Help: "Timestamp in seconds when PLEG was last seen active.",
 	})
+	// The evented PLEG's, with upstream's names: streams that became
+	// healthy, streams that broke or could not be had, and the time from
+	// an event's creation in the runtime to the PLEG receiving it.
+	EventedPLEGConn = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: subsystem, Name: "evented_pleg_connection_success_count",
+		Help: "The number of times a streaming client was obtained to receive CRI Events.",
+	})
+	EventedPLEGConnErr = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: subsystem, Name: "evented_pleg_connection_error_count",
+		Help: "The number of errors encountered during the establishment of streaming connection with the CRI runtime.",
+	})
+	EventedPLEGConnLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: subsystem, Name: "evented_pleg_connection_latency_seconds",
+		Help: "The latency of streaming connection with the CRI runtime, measured in seconds.", Buckets: prometheus.DefBuckets,
+	})
 	RunningPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Subsystem: subsystem, Name: "running_pods", Help: "Number of pods that have a running pod sandbox",
 	})
@@ -94,6 +109,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		NodeName, PodWorkerDuration, PodStartDuration, PodStartSLIDuration, PodStartTotalDuration,
 		PLEGRelistDuration, PLEGRelistInterval, PLEGDiscardEvents, PLEGLastSeen,
+		EventedPLEGConn, EventedPLEGConnErr, EventedPLEGConnLatency,
 		RunningPods, RunningContainers, StartedPods, StartedPodsErrors,
 		StartedContainers, StartedContainersErrors, ImagePullDuration,
 		runtimeOperations, runtimeOperationsDuration, runtimeOperationsErrors,

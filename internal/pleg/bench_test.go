@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -68,7 +69,8 @@ func populate(b *testing.B, n int) (*critest.FakeRuntimeService, *podruntime.Man
 	for i := 0; i < n; i++ {
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "ns", UID: types.UID(fmt.Sprintf("uid-%d", i))},
-			Spec: v1.PodSpec{Containers: []v1.Container{{
+			// Defaulted as the apiserver would: env needs it set.
+			Spec: v1.PodSpec{EnableServiceLinks: ptr.To(true), Containers: []v1.Container{{
 				Name: "main", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
 			}}},
 		}

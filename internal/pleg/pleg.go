@@ -3,6 +3,11 @@
 // change to the affected pod's worker and refreshes the status cache of the
 // pods that changed. Relisting (two CRI list calls) is cheap; full status
 // reads happen only for pods with changes.
+//
+// When the runtime streams container events (CRI GetContainerEvents), each
+// event makes the PLEG read the status of the event's pod at once, and the
+// relist becomes a safety net at EventedPeriod (events.go). Whichever path
+// saw a change, the same Events come out of the same channel.
 package pleg
 
 import (
@@ -49,15 +54,26 @@ const relistThreshold = 3 * time.Minute
 
 // PLEG relists a runtime and produces events.
 type PLEG struct {
-	rt     Runtime
-	cache  *container.Cache
-	period time.Duration
-	clock  clock.WithTicker
-	events chan *Event
+	rt            Runtime
+	src           EventSource // nil: relist only
+	cache         *container.Cache
+	period        time.Duration
+	eventedPeriod time.Duration
+	clock         clock.WithTicker
+	events        chan *Event
+	kick          chan struct{} // relist now
+	decided       chan struct{} // closed once the runtime's events are known to work or not
+	decideOnce    sync.Once
+	offered       bool // set before decided is closed
+
+	// syncMu orders relists and event-driven status reads, so the cache
+	// and pods only ever move forward.
+	syncMu sync.Mutex
 
 	mu        sync.Mutex
-	pods      map[types.UID]*container.Pod // as of the last relist
+	pods      map[types.UID]*container.Pod // as of the last relist or status read
 	reinspect map[types.UID]bool           // status reads that failed last time
+	evented   bool                         // the event stream is healthy
 	lastOK    time.Time
 	lastStart time.Time // of the previous relist, for the interval metric
 }
@@ -67,6 +83,11 @@ type Config struct {
 	Runtime Runtime
 	Cache   *container.Cache
 	Period  time.Duration // between relists
+	// Events is the runtime's container event stream; nil relists only.
+	Events EventSource
+	// EventedPeriod is the relist period while the event stream is
+	// healthy (default DefaultEventedPeriod).
+	EventedPeriod time.Duration
 	// Clock stamps the cache and times relists; the pod workers must read
 	// the same clock. nil: the real one.
 	Clock clock.WithTicker
@@ -77,28 +98,66 @@ func New(cfg Config) *PLEG {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &PLEG{
-		rt: cfg.Runtime, cache: cfg.Cache, period: cfg.Period, clock: cfg.Clock,
+	if cfg.EventedPeriod <= 0 {
+		cfg.EventedPeriod = DefaultEventedPeriod
+	}
+	p := &PLEG{
+		rt: cfg.Runtime, src: cfg.Events, cache: cfg.Cache, period: cfg.Period,
+		eventedPeriod: cfg.EventedPeriod, clock: cfg.Clock,
 		events:    make(chan *Event, 1000),
+		kick:      make(chan struct{}, 1),
+		decided:   make(chan struct{}),
 		pods:      map[types.UID]*container.Pod{},
 		reinspect: map[types.UID]bool{},
 	}
+	if p.src == nil {
+		p.decide(false)
+	}
+	return p
 }
 
 // Events is the channel events arrive on.
 func (p *PLEG) Events() <-chan *Event { return p.events }
 
-// Run relists every period until ctx ends.
+// Run relists every period until ctx ends, and follows the runtime's
+// event stream if it has one.
 func (p *PLEG) Run(ctx context.Context) {
-	t := p.clock.NewTicker(p.period)
-	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if p.src != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.watch(ctx) }()
+	}
 	for {
+		// Armed before the relist: the period runs from its start.
+		t := p.clock.NewTimer(p.currentPeriod())
 		p.Relist(ctx)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C():
+		case <-p.kick:
+			t.Stop()
 		}
+	}
+}
+
+// currentPeriod is the relist period: longer while events flow.
+func (p *PLEG) currentPeriod() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.evented {
+		return p.eventedPeriod
+	}
+	return p.period
+}
+
+// relistSoon makes Run relist at once.
+func (p *PLEG) relistSoon() {
+	select {
+	case p.kick <- struct{}{}:
+	default: // one is pending
 	}
 }
 
@@ -120,12 +179,16 @@ func (p *PLEG) LastRelist() time.Time {
 	return p.lastOK
 }
 
-// Pods returns the pods of the last relist.
+// Pods returns the pods the runtime has, as of the last relist or a later
+// status read.
 func (p *PLEG) Pods() []cri.PodRef {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]cri.PodRef, 0, len(p.pods))
 	for _, pod := range p.pods {
+		if len(pod.Sandboxes) == 0 && len(pod.Containers) == 0 {
+			continue // read as gone since the last relist
+		}
 		out = append(out, cri.PodRef{UID: pod.ID, Name: pod.Name, Namespace: pod.Namespace})
 	}
 	return out
@@ -133,6 +196,8 @@ func (p *PLEG) Pods() []cri.PodRef {
 
 // Relist lists the runtime once, updates the cache and sends events.
 func (p *PLEG) Relist(ctx context.Context) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
 	ts := p.clock.Now()
 	if !p.lastStart.IsZero() {
 		metrics.PLEGRelistInterval.Observe(ts.Sub(p.lastStart).Seconds())
@@ -149,13 +214,13 @@ func (p *PLEG) Relist(ctx context.Context) {
 		current[pod.ID] = pod
 	}
 	p.mu.Lock()
-	old := p.pods
+	old, reinspectOld := p.pods, p.reinspect
 	p.mu.Unlock()
 
 	var events []*Event
 	changed := map[types.UID]*container.Pod{}
 	for uid, pod := range current {
-		if ev := diffPod(old[uid], pod); len(ev) > 0 || p.reinspect[uid] {
+		if ev := diffPod(old[uid], pod); len(ev) > 0 || reinspectOld[uid] {
 			events = append(events, ev...)
 			changed[uid] = pod
 		}
@@ -183,6 +248,10 @@ func (p *PLEG) Relist(ctx context.Context) {
 	p.mu.Unlock()
 	metrics.PLEGLastSeen.Set(float64(ts.Unix()))
 	recordRunning(pods)
+	p.send(events)
+}
+
+func (p *PLEG) send(events []*Event) {
 	for _, e := range events {
 		select {
 		case p.events <- e:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
@@ -31,6 +32,7 @@ type fakeRuntime struct {
 	failStatus map[types.UID]bool
 	calls      []types.UID // GetPodStatus calls, in order
 	reads      int         // numbers the statuses returned
+	lists      int         // ListPods calls
 }
 
 func newFakeRuntime() *fakeRuntime { return &fakeRuntime{failStatus: map[types.UID]bool{}} }
@@ -38,6 +40,7 @@ func newFakeRuntime() *fakeRuntime { return &fakeRuntime{failStatus: map[types.U
 func (f *fakeRuntime) ListPods(context.Context) ([]*container.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
@@ -53,7 +56,30 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, ref cri.PodRef) (*containe
 	}
 	f.reads++
 	// The read number goes into Name so a test can tell fresh from stale.
-	return &container.PodStatus{ID: ref.UID, Name: fmt.Sprintf("%s#%d", ref.Name, f.reads), Namespace: ref.Namespace}, nil
+	st := &container.PodStatus{ID: ref.UID, Name: fmt.Sprintf("%s#%d", ref.Name, f.reads), Namespace: ref.Namespace}
+	for _, p := range f.pods {
+		if p.ID != ref.UID {
+			continue
+		}
+		for _, s := range p.Sandboxes {
+			state := runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			if s.State == container.StateRunning {
+				state = runtimeapi.PodSandboxState_SANDBOX_READY
+			}
+			st.Sandboxes = append(st.Sandboxes, &runtimeapi.PodSandboxStatus{Id: s.ID, State: state,
+				Metadata: &runtimeapi.PodSandboxMetadata{Name: p.Name, Namespace: p.Namespace, Uid: string(p.ID)}})
+		}
+		for _, c := range p.Containers {
+			st.Containers = append(st.Containers, &container.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
+		}
+	}
+	return st, nil
+}
+
+func (f *fakeRuntime) listCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
 }
 
 func (f *fakeRuntime) set(pods ...*container.Pod) {

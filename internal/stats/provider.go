@@ -105,15 +105,18 @@ func every(ctx context.Context, period time.Duration, f func(context.Context)) {
 
 // snapshot is one sample of everything CPU and memory.
 type snapshot struct {
-	t          time.Time
-	node       cpuMem
-	nodeRate   *uint64
-	nodeErr    error
-	bootTime   time.Time
-	memCap     uint64
-	imageFs    *fsSample
-	defaultNIC string
-	pods       map[types.UID]*podSample
+	t        time.Time
+	node     cpuMem
+	nodeRate *uint64
+	nodeErr  error
+	bootTime time.Time
+	memCap   uint64
+	imageFs  *fsSample
+	// containerFs holds the containers' writable layers: the runtime's
+	// ContainerFilesystems when it reports them apart, else imageFs.
+	containerFs *fsSample
+	defaultNIC  string
+	pods        map[types.UID]*podSample
 }
 
 // cpuPoint is a cumulative CPU reading at a time.

@@ -74,7 +74,7 @@ func (p *Provider) Sample(ctx context.Context) error {
 	if s.node, s.nodeErr = p.host.nodeCPUMem(); s.nodeErr == nil {
 		s.nodeRate = p.rate(next, "node", cpuPoint{now, s.node.cpuNanos})
 	}
-	s.imageFs = p.imageFs(ctx)
+	s.imageFs, s.containerFs = p.runtimeFs(ctx)
 
 	rt, err := p.listRuntime(ctx)
 	if err != nil {
@@ -255,12 +255,23 @@ func (p *Provider) readSandboxInfo(ctx context.Context, id string) sandboxInfo {
 	return sandboxInfo{pid: v.Pid, cgroupPath: v.RuntimeSpec.Linux.CgroupsPath}
 }
 
-func (p *Provider) imageFs(ctx context.Context) *fsSample {
+// runtimeFs is the runtime's image filesystem and the one its containers
+// write to: the same unless ImageFsInfo reports container filesystems of
+// their own (a split image filesystem, CRI 1.29 and later).
+func (p *Provider) runtimeFs(ctx context.Context) (image, containers *fsSample) {
 	resp, err := p.cfg.Images.ImageFsInfo(ctx)
 	if err != nil || len(resp.GetImageFilesystems()) == 0 {
-		return nil
+		return nil, nil
 	}
-	u := resp.GetImageFilesystems()[0]
+	image = fsSampleOf(resp.GetImageFilesystems()[0])
+	containers = image
+	if c := resp.GetContainerFilesystems(); len(c) > 0 && c[0].GetFsId().GetMountpoint() != image.mountpoint {
+		containers = fsSampleOf(c[0])
+	}
+	return image, containers
+}
+
+func fsSampleOf(u *runtimeapi.FilesystemUsage) *fsSample {
 	fs := &fsSample{mountpoint: u.GetFsId().GetMountpoint()}
 	fs.info, _ = statfs(fs.mountpoint)
 	if u.UsedBytes != nil {

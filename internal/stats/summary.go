@@ -60,6 +60,9 @@ func (p *Provider) nodeStats(s *snapshot, onlyCPUAndMemory bool) statsapi.NodeSt
 	if fs := s.imageFs; fs != nil {
 		img := fs.info.fsStats(s.t, fs.used, fs.ino)
 		n.Runtime = &statsapi.RuntimeStats{ImageFs: img, ContainerFs: img}
+		if c := s.containerFs; c != fs {
+			n.Runtime.ContainerFs = c.info.fsStats(s.t, c.used, c.ino)
+		}
 	}
 	n.Rlimit = p.host.rlimit(s.t)
 	if c := p.podsContainer(s.t); c != nil {
@@ -95,8 +98,8 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 	for _, c := range ps.containers {
 		cs := statsapi.ContainerStats{Name: c.name, StartTime: metaTime(c.start), CPU: c.cpu, Memory: c.mem}
 		if !onlyCPUAndMemory {
-			if c.rootfsUsed != nil && s.imageFs != nil {
-				cs.Rootfs = s.imageFs.info.fsStats(c.t, c.rootfsUsed, c.rootfsIno)
+			if c.rootfsUsed != nil && s.containerFs != nil {
+				cs.Rootfs = s.containerFs.info.fsStats(c.t, c.rootfsUsed, c.rootfsIno)
 				ephemeral += *c.rootfsUsed
 				ephemeralIno += deref(c.rootfsIno)
 			}

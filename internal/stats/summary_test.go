@@ -22,6 +22,7 @@ var testTime = time.Unix(1800000000, 0)
 type fixture struct {
 	p      *Provider
 	rt     *critest.FakeRuntimeService
+	images *critest.FakeImageService
 	cg     string
 	now    time.Time
 	imgDir string
@@ -49,6 +50,7 @@ func newFixture(t *testing.T) *fixture {
 	}}})
 	f.setContainerCPU(2e9)
 	images := critest.NewFakeImageService()
+	f.images = images
 	images.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{
 		FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.imgDir}, UsedBytes: &runtimeapi.UInt64Value{Value: 123456},
 		InodesUsed: &runtimeapi.UInt64Value{Value: 78},
@@ -315,4 +317,40 @@ func TestSandboxStatsRetryBackOff(t *testing.T) {
 	sampleAt(time.Second, 5) // a new failure starts over at 30 s
 	sampleAt(29*time.Second, 5)
 	sampleAt(2*time.Second, 6)
+}
+
+// A runtime that reports its containers' filesystem apart from its image
+// filesystem (ImageFsInfo's container_filesystems) gets each shown as
+// itself, and the containers' rootfs on the former; one that reports only
+// the image filesystem has it as both.
+func TestSummarySplitContainerFs(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		f := newFixture(t)
+		if split {
+			f.images.SetFakeContainerFilesystemUsage([]*runtimeapi.FilesystemUsage{{
+				FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: t.TempDir()}, UsedBytes: &runtimeapi.UInt64Value{Value: 999},
+				InodesUsed: &runtimeapi.UInt64Value{Value: 9},
+			}})
+		}
+		f.sampleTwice(t)
+		s, err := f.p.Summary(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := s.Node.Runtime
+		if rt == nil || rt.ImageFs == nil || rt.ContainerFs == nil {
+			t.Fatalf("split=%v: runtime stats %+v", split, rt)
+		}
+		eq(t, "imageFs used", rt.ImageFs.UsedBytes, 123456)
+		wantUsed, wantIno := uint64(123456), uint64(78)
+		if split {
+			wantUsed, wantIno = 999, 9
+		}
+		eq(t, "containerFs used", rt.ContainerFs.UsedBytes, wantUsed)
+		eq(t, "containerFs inodesUsed", rt.ContainerFs.InodesUsed, wantIno)
+		if len(s.Pods) != 1 || len(s.Pods[0].Containers) != 1 || s.Pods[0].Containers[0].Rootfs == nil {
+			t.Fatalf("split=%v: no container rootfs in %+v", split, s.Pods)
+		}
+		eq(t, "rootfs used", s.Pods[0].Containers[0].Rootfs.UsedBytes, 4096)
+	}
 }

@@ -203,6 +203,9 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 		case "d":
 			wr.Name = fmt.Sprintf(workloadNames[w], b.o.churn, b.o.flight)
 			r = runChurn(ctx, b.client, ns, b.o.churn, b.o.flight)
+		case "e":
+			wr.Name = fmt.Sprintf(workloadNames[w], b.o.kills)
+			r, wr.Kill = b.runKills(ctx, ns, b.o.kills)
 		}
 		sleepCtx(ctx, 2*time.Second) // trailing event and status requests
 		if wr.Requests, err = b.audit.next("system:node:" + nodeName); err != nil {

@@ -25,6 +25,7 @@ type options struct {
 	rounds        int
 	small, large  int
 	churn, flight int
+	kills         int
 	workloads     string
 	idle          time.Duration
 	hold          time.Duration
@@ -46,7 +47,8 @@ func main() {
 	flag.IntVar(&o.large, "large", 100, "pods in the large batch (workloads b and c)")
 	flag.IntVar(&o.churn, "churn", 100, "pods in the churn loop (workload d)")
 	flag.IntVar(&o.flight, "in-flight", 5, "pods in flight in the churn loop")
-	flag.StringVar(&o.workloads, "workloads", "a,b,c,d", "workloads to run: a (small batch), b (large batch), c (large batch with a readiness probe), d (churn)")
+	flag.IntVar(&o.kills, "kills", 100, "containers killed from outside in workload e")
+	flag.StringVar(&o.workloads, "workloads", "a,b,c,d,e", "workloads to run: a (small batch), b (large batch), c (large batch with a readiness probe), d (churn), e (containers killed from outside: exit to status in the apiserver)")
 	flag.DurationVar(&o.idle, "idle", 15*time.Second, "idle window measured after the node is Ready, before the workloads")
 	flag.DurationVar(&o.hold, "hold", 5*time.Second, "how long a batch is held Ready to measure steady RSS and CPU")
 	flag.StringVar(&o.skiffBin, "skiff", "bin/skiff", "the skiff binary")
@@ -73,12 +75,12 @@ func main() {
 }
 
 func (o *options) check() error {
-	if o.rounds < 1 || o.small < 1 || o.large < 1 || o.churn < 1 || o.flight < 1 {
-		return errors.New("-rounds, -small, -large, -churn and -in-flight must be positive")
+	if o.rounds < 1 || o.small < 1 || o.large < 1 || o.churn < 1 || o.flight < 1 || o.kills < 1 {
+		return errors.New("-rounds, -small, -large, -churn, -in-flight and -kills must be positive")
 	}
 	for _, w := range strings.Split(o.workloads, ",") {
 		if _, ok := workloadNames[w]; !ok {
-			return fmt.Errorf("-workloads: unknown workload %q (want a, b, c or d)", w)
+			return fmt.Errorf("-workloads: unknown workload %q (want a, b, c, d or e)", w)
 		}
 	}
 	for _, b := range []*string{&o.skiffBin, &o.kubeletBin} {

@@ -133,6 +133,9 @@ func workloadMetrics(w string) []metric {
 	running := func(x *workloadResult) []float64 { return x.Running }
 	ready := func(x *workloadResult) []float64 { return x.Ready }
 	del := func(x *workloadResult) []float64 { return x.Delete }
+	if w == "e" {
+		return killMetrics()
+	}
 	ms := []metric{
 		{"create→Running p50 (s)", pooled(running, 50)},
 		{"create→Running p99 (s)", pooled(running, 99)},
@@ -327,4 +330,24 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// killMetrics are workload e's rows: a killed container's exit to its
+// status in a watch, and the stages in between.
+func killMetrics() []metric {
+	stage := func(name string) func(*workloadResult) []float64 {
+		return func(x *workloadResult) []float64 { return x.Kill[name] }
+	}
+	return []metric{
+		{"exit→watch p50 (s)", pooled(stage(exitWatch), 50)},
+		{"exit→watch p90 (s)", pooled(stage(exitWatch), 90)},
+		{"exit→watch max (s)", pooled(stage(exitWatch), 100)},
+		{"  kill→exit p50 (s)", pooled(stage(killExit), 50)},
+		{"  exit→status patch p50 (s)", pooled(stage(exitPatch), 50)},
+		{"  exit→status patch p90 (s)", pooled(stage(exitPatch), 90)},
+		{"  status patch→watch p50 (s)", pooled(stage(patchWatch), 50)},
+		{"killed containers reported", perRound(func(x *workloadResult) float64 { return float64(len(x.Kill[exitWatch])) })},
+		{"CPU time (s)", perRound(func(x *workloadResult) float64 { return x.Usage.CPUSeconds })},
+		{"API requests per pod", perRound(func(x *workloadResult) float64 { return x.requestsPerPod() })},
+	}
 }

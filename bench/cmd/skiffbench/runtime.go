@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -55,6 +56,33 @@ func (c *criCleaner) removeAll(ctx context.Context, keep func(ns string) bool) (
 		n++
 	}
 	return n, nil
+}
+
+// pid is the host pid of a container's process, from its verbose status.
+func (c *criCleaner) pid(ctx context.Context, id string) (int, error) {
+	resp, err := c.rs.ContainerStatus(ctx, id, true)
+	if err != nil {
+		return 0, fmt.Errorf("status of container %s: %w", id, err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &info); err != nil || info.Pid <= 0 {
+		return 0, fmt.Errorf("container %s: no pid in its status (%v)", id, err)
+	}
+	return info.Pid, nil
+}
+
+// finishedAt is when the runtime saw the container exit.
+func (c *criCleaner) finishedAt(ctx context.Context, id string) (time.Time, error) {
+	resp, err := c.rs.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if f := resp.GetStatus().GetFinishedAt(); f > 0 {
+		return time.Unix(0, f), nil
+	}
+	return time.Time{}, fmt.Errorf("container %s has not finished", id)
 }
 
 const probeCheckPod = "probe-check"

@@ -20,9 +20,12 @@ type podTimes struct {
 	ready     time.Time
 	deleteReq time.Time
 	gone      time.Time
-	failed    string // a terminal phase or reason seen, if any
-	readyCh   chan struct{}
-	goneCh    chan struct{}
+	// terminated: first seen with its (first) container terminated.
+	terminated time.Time
+	failed     string // a terminal phase or reason seen, if any
+	readyCh    chan struct{}
+	goneCh     chan struct{}
+	termCh     chan struct{}
 }
 
 // podWatch records, through an informer on one namespace, when each pod
@@ -62,7 +65,7 @@ func watchPods(ctx context.Context, client kubernetes.Interface, ns string) (*po
 func (w *podWatch) expect(name string) *podTimes {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t := &podTimes{readyCh: make(chan struct{}), goneCh: make(chan struct{})}
+	t := &podTimes{readyCh: make(chan struct{}), goneCh: make(chan struct{}), termCh: make(chan struct{})}
 	w.pods[name] = t
 	return t
 }
@@ -91,6 +94,10 @@ func (w *podWatch) observe(o interface{}, deleted bool) {
 	}
 	if (p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) && t.failed == "" {
 		t.failed = string(p.Status.Phase) + " " + p.Status.Reason
+	}
+	if cs := p.Status.ContainerStatuses; len(cs) > 0 && cs[0].State.Terminated != nil && t.terminated.IsZero() {
+		t.terminated = now
+		close(t.termCh)
 	}
 	if podReady(p) && t.ready.IsZero() {
 		t.ready = now

@@ -18,6 +18,7 @@ var workloadNames = map[string]string{
 	"b": "b: batch of %d",
 	"c": "c: batch of %d, readiness probe",
 	"d": "d: churn %d, %d in flight",
+	"e": "e: %d containers killed from outside",
 }
 
 const busybox = "skiff.local/busybox:1.35"

@@ -1,0 +1,140 @@
+package pleg
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
+)
+
+// handleEvents reads the status of every pod a batch of runtime events
+// names, once per pod. The event's own copy of the statuses is not used:
+// the read goes through the same path as the relist's, so a status is
+// the same whichever way it came. An event whose pod cannot be told (its
+// sandbox already gone, and its ID never listed) makes the PLEG relist.
+func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEventResponse) {
+	refs := map[types.UID]cri.PodRef{}
+	unknown := false
+	for _, e := range batch {
+		if e.CreatedAt > 0 { // the runtime's clock is the host's
+			metrics.EventedPLEGConnLatency.Observe(time.Since(time.Unix(0, e.CreatedAt)).Seconds())
+		}
+		ref, ours, known := p.podOf(e)
+		switch {
+		case !known:
+			unknown = true
+			klog.V(4).InfoS("Container event for an unknown container; relisting", "containerID", e.ContainerId, "type", e.ContainerEventType)
+		case ours:
+			refs[ref.UID] = ref
+			klog.V(4).InfoS("Container event", "podUID", ref.UID, "containerID", e.ContainerId, "type", e.ContainerEventType)
+		}
+	}
+	if unknown {
+		p.relistSoon()
+	}
+	p.readPods(ctx, refs)
+}
+
+// podOf tells which pod an event is about. ours is false for sandboxes
+// that are not a kubelet's; known is false when nothing tells.
+func (p *PLEG) podOf(e *runtimeapi.ContainerEventResponse) (ref cri.PodRef, ours, known bool) {
+	if sb := e.GetPodSandboxStatus(); sb != nil && sb.GetMetadata() != nil {
+		ref, ours = cri.PodRefFromLabels(sb.GetLabels())
+		return ref, ours, true
+	}
+	// containerd sends a removed sandbox's events without its status.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range p.pods {
+		for _, list := range [][]container.Instance{pod.Sandboxes, pod.Containers} {
+			for _, in := range list {
+				if in.ID == e.ContainerId {
+					return cri.PodRef{UID: pod.ID, Name: pod.Name, Namespace: pod.Namespace}, true, true
+				}
+			}
+		}
+	}
+	return cri.PodRef{}, false, false
+}
+
+// serveWaiting reads the pods whose workers wait for a status newer than
+// their last sync. With a relist only every EventedPeriod they would
+// otherwise wait that long whenever their last sync caused no event.
+func (p *PLEG) serveWaiting(ctx context.Context) {
+	uids := p.cache.Waiting()
+	if len(uids) == 0 {
+		return
+	}
+	refs := make(map[types.UID]cri.PodRef, len(uids))
+	p.mu.Lock()
+	for _, uid := range uids {
+		ref := cri.PodRef{UID: uid}
+		if pod := p.pods[uid]; pod != nil {
+			ref.Name, ref.Namespace = pod.Name, pod.Namespace
+		}
+		refs[uid] = ref
+	}
+	p.mu.Unlock()
+	p.readPods(ctx, refs)
+}
+
+// readPods reads the pods' statuses into the cache, records what runs
+// as a relist would, and sends an event per change since the last look.
+// A failed read leaves the cache alone; the next relist reads again.
+func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
+	if len(refs) == 0 {
+		return
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	ts := p.clock.Now()
+	var events []*Event
+	for uid, ref := range refs {
+		st, err := p.rt.GetPodStatus(ctx, ref)
+		if err != nil {
+			klog.ErrorS(err, "PLEG: reading pod status after an event failed", "podUID", uid)
+			p.mu.Lock()
+			p.reinspect[uid] = true
+			p.mu.Unlock()
+			continue
+		}
+		if ref.Name == "" && len(st.Sandboxes) > 0 { // a pod read before it was ever listed
+			md := st.Sandboxes[0].GetMetadata()
+			st.Name, st.Namespace = md.GetName(), md.GetNamespace()
+		}
+		now := podFromStatus(st)
+		p.mu.Lock()
+		old := p.pods[uid]
+		// A pod read as gone stays as an empty record, so the next relist
+		// sees it go and drops its cache entry.
+		p.pods[uid] = now
+		p.mu.Unlock()
+		if old != nil || len(now.Sandboxes)+len(now.Containers) > 0 {
+			events = append(events, diffPod(old, now)...)
+		}
+		p.cache.Set(uid, st, nil, ts)
+	}
+	p.send(events)
+}
+
+// podFromStatus is the relist's view of a pod read in full.
+func podFromStatus(st *container.PodStatus) *container.Pod {
+	pod := &container.Pod{ID: st.ID, Name: st.Name, Namespace: st.Namespace}
+	for _, sb := range st.Sandboxes {
+		state := container.StateExited
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			state = container.StateRunning
+		}
+		pod.Sandboxes = append(pod.Sandboxes, container.Instance{ID: sb.GetId(), State: state})
+	}
+	for _, c := range st.Containers {
+		pod.Containers = append(pod.Containers, container.Instance{ID: c.ID, Name: c.Name, State: c.State})
+	}
+	return pod
+}
