@@ -69,7 +69,7 @@ E2E_SUBSET_TESTS := TestNodeRegistersAndRenewsLease \
 	TestDeploymentRunsAndIsDeleted TestFailedPodReportsExitCode \
 	TestKilledContainerIsRestarted TestCrashLoopBacksOff TestInitContainers \
 	TestSidecars TestTerminationMessages TestRestartAdoptsRunningPods \
-	TestContainerdRestart TestNoContainerExitLostAcrossRuntimeRestart \
+	TestContainerdRestart TestEventStreamBreakLosesNoStatus TestExternalKillReported \
 	TestKubectlThroughKubeletAPI TestKubectlLogs TestContainerLogRotation \
 	TestLivenessAndStartupProbes TestReadinessProbe TestProbeHandlers \
 	TestPodCgroupsAndOOMKill TestStatsSummaryBusyPod TestMetricsAfterPodStart \

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -41,21 +40,6 @@ func runtimeStreamsEvents(t *testing.T) bool {
 	return major > 1 || minor >= 7
 }
 
-// hostPidOf is the host pid of a container's process, from the runtime.
-func hostPidOf(t *testing.T, id string) int {
-	t.Helper()
-	resp, err := runtimeSvc.ContainerStatus(context.Background(), id, true)
-	must(t, err)
-	var info struct {
-		Pid int `json:"pid"`
-	}
-	must(t, json.Unmarshal([]byte(resp.Info["info"]), &info))
-	if info.Pid <= 0 {
-		t.Fatalf("container %s has no pid: %v", id, resp.Info["info"])
-	}
-	return info.Pid
-}
-
 // neverRestarting starts n pods that sleep and are never restarted, waits
 // until they are Ready and returns them with their container's ID and
 // host pid.
@@ -71,7 +55,7 @@ func neverRestarting(t *testing.T, cn *clusterNode, prefix string, n int) (names
 		p := cn.waitPod(t, cn.ns, name, 90*time.Second, "ready", isReady)
 		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 		ids = append(ids, id)
-		pids = append(pids, hostPidOf(t, id))
+		pids = append(pids, runtimePid(t, id))
 	}
 	return names, ids, pids
 }
