@@ -132,20 +132,25 @@ e2e: deps tools
 		if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
 		exit $$rc' _ '$(RUN)'
 
-# Skiff vs the upstream kubelet on the dev containerd (bench/cmd/skiffbench;
-# results in bench/results). BENCH_FLAGS passes flags, e.g. -rounds 2 -workloads a,b.
+# Skiff vs the upstream kubelet (bench/cmd/skiffbench; results in
+# bench/results, one file per runtime), on each runtime of BENCH_RUNTIMES
+# in turn: containerd 2.x, then 1.6. BENCH_FLAGS passes flags, e.g.
+# -rounds 2 -workloads a,b; BENCH_RUNTIMES=containerd2 benches one.
+# containerd is (re)started inside the lock, as for e2e.
 BENCH_FLAGS ?=
-# SKIFF_RUNTIME=containerd2 benches on containerd 2.x; containerd is
-# (re)started inside the lock, as for e2e.
+BENCH_RUNTIMES ?= containerd2 containerd
 bench: deps tools build
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
 	go build -o bin/skiffbench ./bench/cmd/skiffbench
-	SKIFF_E2E_LOCK_HELD=1 flock -o $(E2E_LOCK) bash -c '\
-		hack/containerd.sh start || exit; \
-		bin/skiffbench "$$@"; rc=$$?; \
-		if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
-		exit $$rc' _ $(BENCH_FLAGS)
+	@set -e; for rt in $(BENCH_RUNTIMES); do \
+		echo "bench on $$rt"; \
+		SKIFF_RUNTIME=$$rt SKIFF_E2E_LOCK_HELD=1 flock -o $(E2E_LOCK) bash -c '\
+			hack/containerd.sh start || exit; \
+			bin/skiffbench "$$@"; rc=$$?; \
+			if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
+			exit $$rc' _ $(BENCH_FLAGS); \
+	done
 
 up: runtime tools build
 	hack/cluster.sh up --api-port 6443

@@ -45,6 +45,12 @@ func run(ctx context.Context, o options) error {
 	if b.runtime, err = newCRICleaner(ctx, o.cri); err != nil {
 		return err
 	}
+	v, err := b.runtime.rs.Version(ctx, "v1")
+	if err != nil {
+		return fmt.Errorf("runtime version: %w", err)
+	}
+	b.results.Machine.Runtime = v.RuntimeName + " " + v.RuntimeVersion
+	fmt.Printf("skiffbench: container runtime %s\n", b.results.Machine.Runtime)
 	policy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return err

@@ -13,9 +13,10 @@ import (
 func (r *results) markdown() string {
 	var b strings.Builder
 	m := r.Machine
-	fmt.Fprintf(&b, "## Skiff vs upstream kubelet v1.34.4 — %s\n\n", r.Date)
+	fmt.Fprintf(&b, "## Skiff vs upstream kubelet v1.34.4 on %s — %s\n\n", r.Machine.Runtime, r.Date)
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs (%s), %s memory, kernel %s; load average at start %s, at end %s.\n",
 		m.Hostname, m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.LoadStart, m.LoadEnd)
+	fmt.Fprintf(&b, "Container runtime (every figure below): %s.\n", r.Machine.Runtime)
 	fmt.Fprintf(&b, "Options: %s.\n", formatOptions(r.Options))
 	if r.Note != "" {
 		fmt.Fprintf(&b, "Note: %s\n", r.Note)

@@ -37,6 +37,9 @@ type machine struct {
 	LoadStart   string `json:"loadAverageAtStart"`
 	LoadEnd     string `json:"loadAverageAtEnd"`
 	OtherProcsB string `json:"busiestOtherProcessesAtStart,omitempty"`
+	// Runtime is the container runtime every figure of the run is from,
+	// as its CRI Version call names it: "containerd v2.4.2".
+	Runtime string `json:"runtime"`
 }
 
 // row is one line of the table: a metric for both kubelets.
@@ -241,7 +244,7 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
-	base := filepath.Join(outDir, time.Now().UTC().Format("2006-01-02T1504Z")+"-"+r.Machine.Hostname)
+	base := filepath.Join(outDir, time.Now().UTC().Format("2006-01-02T1504Z")+"-"+r.Machine.Hostname+runtimeSuffix(r.Machine.Runtime))
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -350,4 +353,13 @@ func killMetrics() []metric {
 		{"CPU time (s)", perRound(func(x *workloadResult) float64 { return x.Usage.CPUSeconds })},
 		{"API requests per pod", perRound(func(x *workloadResult) float64 { return x.requestsPerPod() })},
 	}
+}
+
+// runtimeSuffix names result files after the runtime ("-containerd-2.4.2"),
+// so runs on two runtimes sit side by side.
+func runtimeSuffix(rt string) string {
+	if rt == "" {
+		return ""
+	}
+	return "-" + strings.NewReplacer(" v", "-", " ", "-", "/", "-").Replace(rt)
 }
