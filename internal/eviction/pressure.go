@@ -57,8 +57,9 @@ type PressureConfig struct {
 	// and pods' ephemeral-storage limits.
 	LocalStorage bool
 
-	// Summary returns fresh statistics.
-	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// Summary returns recent statistics; with sample, statistics sampled
+	// now (what node-level reclaim freed shows only in those).
+	Summary func(ctx context.Context, sample bool) (*statsapi.Summary, error)
 	// Pods are the active pods.
 	Pods func() []*v1.Pod
 	// Evict terminates the pod with the grace period and fails it with
@@ -135,7 +136,7 @@ func (p *Pressure) Run(ctx context.Context) {
 // Synchronize looks once: it updates the conditions and evicts at most
 // one pod for node pressure (or every pod over its storage limits).
 func (p *Pressure) Synchronize(ctx context.Context) []*v1.Pod {
-	summary, err := p.cfg.Summary(ctx)
+	summary, err := p.cfg.Summary(ctx, false)
 	if err != nil {
 		klog.ErrorS(err, "Eviction manager: failed to get summary stats")
 		return nil
@@ -271,7 +272,7 @@ func (p *Pressure) reclaimNodeLevel(ctx context.Context, s Signal) bool {
 	if !ran {
 		return false
 	}
-	summary, err := p.cfg.Summary(ctx)
+	summary, err := p.cfg.Summary(ctx, true)
 	if err != nil {
 		klog.ErrorS(err, "Eviction manager: failed to get summary stats after resource reclaim")
 		return false

@@ -31,9 +31,13 @@ type fakeNode struct {
 	graces           []int64
 	messages         []string
 	refuseEvict      bool
+	sampled          int // summaries asked sampled now
 }
 
-func (f *fakeNode) summary(context.Context) (*statsapi.Summary, error) {
+func (f *fakeNode) summary(_ context.Context, sample bool) (*statsapi.Summary, error) {
+	if sample {
+		f.sampled++
+	}
 	t := metav1.NewTime(f.clock.Now())
 	s := &statsapi.Summary{Node: statsapi.NodeStats{
 		Memory: &statsapi.MemoryStats{Time: t, AvailableBytes: u64(f.memAvail), WorkingSetBytes: u64(f.memCap - f.memAvail)},
@@ -185,6 +189,11 @@ func TestDiskPressureReclaimsNodeFirst(t *testing.T) {
 	m.Synchronize(context.Background())
 	if strings.Join(f.reclaimed, ",") != "containers,images" {
 		t.Errorf("node-level reclaim %v; want containers then images", f.reclaimed)
+	}
+	// What reclaim freed is judged on stats sampled after it, as
+	// upstream's, not on the recent ones the look began with.
+	if f.sampled != 1 {
+		t.Errorf("%d summaries sampled anew; want one, after the reclaim", f.sampled)
 	}
 	if len(m.Conditions()) != 1 || m.Conditions()[0] != v1.NodeDiskPressure {
 		t.Errorf("conditions %v", m.Conditions())
