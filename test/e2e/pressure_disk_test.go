@@ -89,6 +89,9 @@ imageMinimumGCAge: 5s
 	if len(dn.containersOf(t, string(done.UID))) == 0 || !dn.hasImage(t, ballast) {
 		t.Fatal("the finished pod's dead container or the unused image is gone before any pressure")
 	}
+	// containerd measures writable layers every 10 s; the ranking and
+	// the message need big's 300 MiB measured before the pressure.
+	time.Sleep(25 * time.Second)
 
 	dn.createPod(t, writerPod("small", 200))
 	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
