@@ -47,8 +47,8 @@ func (cn *clusterNode) checkDiskPressureCondition(t *testing.T) {
 // holding containerd's root, Skiff's root and the pod logs (nodefs and
 // imagefs). evictionHard nodefs.available is set 400 MiB under what is
 // available at the start, with a minimum reclaim of 300 MiB. A pod writes
-// 300 MiB into its writable layer (no pressure yet), then another 200
-// MiB: DiskPressure goes True; node-level reclaim removes an unused image
+// 300 MiB into its writable layer (no pressure yet), then another one
+// 200 MiB: DiskPressure goes True; node-level reclaim removes an unused image
 // and a finished pod's dead container before any pod is evicted; then
 // the bigger writer is evicted, and since reclaiming its writable layer
 // leaves the node above the threshold but short of the minimum reclaim,
@@ -67,6 +67,7 @@ evictionMinimumReclaim:
   nodefs.available: "300Mi"
 evictionPressureTransitionPeriod: 30s
 imageMinimumGCAge: 5s
+volumeStatsAggPeriod: 10s
 `, threshold/mib))
 	dn.start()
 	dn.waitNodeReady(t, v1.ConditionTrue, 90*time.Second)
@@ -89,11 +90,12 @@ imageMinimumGCAge: 5s
 	if len(dn.containersOf(t, string(done.UID))) == 0 || !dn.hasImage(t, ballast) {
 		t.Fatal("the finished pod's dead container or the unused image is gone before any pressure")
 	}
-	// containerd measures writable layers every 10 s; the ranking and
-	// the message need big's 300 MiB measured before the pressure.
-	time.Sleep(25 * time.Second)
 
-	dn.createPod(t, writerPod("small", 200))
+	// containerd measures writable layers every 10 s, and Skiff walks the
+	// logs every volumeStatsAggPeriod: the second writer waits 30 s before
+	// it writes, so that the ranking and the message have both pods'
+	// stats, big's 300 MiB measured, when the pressure begins.
+	dn.createPod(t, busyboxPod("small", "sleep 30 && dd if=/dev/zero of=/tmp/fill bs=1M count=200 && echo written && "+sleeper))
 	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
 	dn.checkDiskPressureCondition(t)
 	big := dn.waitPod(t, dn.ns, "big", 180*time.Second, "evicted", evicted)
