@@ -31,9 +31,20 @@ type fakeNode struct {
 	graces           []int64
 	messages         []string
 	refuseEvict      bool
+	sampled          int // summaries asked sampled now
+	// freesLate is what a node-level reclaim frees only by the second
+	// sample after it, as containerd's garbage collection does.
+	freesLate, pending uint64
+	pendingAt          int
 }
 
-func (f *fakeNode) summary(context.Context) (*statsapi.Summary, error) {
+func (f *fakeNode) summary(_ context.Context, sample bool) (*statsapi.Summary, error) {
+	if sample {
+		f.sampled++
+		if f.pending > 0 && f.sampled >= f.pendingAt {
+			f.fsAvail, f.pending = f.fsAvail+f.pending, 0
+		}
+	}
 	t := metav1.NewTime(f.clock.Now())
 	s := &statsapi.Summary{Node: statsapi.NodeStats{
 		Memory: &statsapi.MemoryStats{Time: t, AvailableBytes: u64(f.memAvail), WorkingSetBytes: u64(f.memCap - f.memAvail)},
@@ -65,6 +76,7 @@ func (f *fakeNode) manager(thresholds []Threshold, pods []*v1.Pod) *Pressure {
 		ReclaimImages: func(context.Context) error {
 			f.reclaimed = append(f.reclaimed, "images")
 			f.fsAvail += f.reclaimFrees
+			f.pending, f.pendingAt = f.freesLate, f.sampled+2
 			return nil
 		},
 		Clock: f.clock,
@@ -186,6 +198,11 @@ func TestDiskPressureReclaimsNodeFirst(t *testing.T) {
 	if strings.Join(f.reclaimed, ",") != "containers,images" {
 		t.Errorf("node-level reclaim %v; want containers then images", f.reclaimed)
 	}
+	// What reclaim freed is judged on stats sampled after it, as
+	// upstream's, not on the recent ones the look began with.
+	if f.sampled == 0 {
+		t.Error("no summary sampled anew after the reclaim")
+	}
 	if len(m.Conditions()) != 1 || m.Conditions()[0] != v1.NodeDiskPressure {
 		t.Errorf("conditions %v", m.Conditions())
 	}
@@ -202,6 +219,30 @@ func TestDiskPressureReclaimsNodeFirst(t *testing.T) {
 	m.Synchronize(context.Background())
 	if len(f.evicted) != 0 {
 		t.Errorf("evicted %v though node-level reclaim sufficed", f.evicted)
+	}
+}
+
+// Space a reclaim frees that shows only a moment later (the runtime's
+// garbage collection) still spares the pods.
+func TestDiskPressureReclaimFreedLate(t *testing.T) {
+	f := newFake()
+	pods := []*v1.Pod{rankedPod("writer", "", 0)}
+	f.pods["writer"] = podStats("writer", 0, 800*mi)
+	m := f.manager([]Threshold{hard(SignalNodeFsAvailable, "1000Mi")}, pods)
+	f.fsAvail, f.freesLate = 900*mi, 400*mi
+	m.Synchronize(context.Background())
+	if len(f.evicted) != 0 {
+		t.Errorf("evicted %v though the reclaim freed enough, a sample later", f.evicted)
+	}
+	if f.sampled != 2 {
+		t.Errorf("%d samples after the reclaim; want 2", f.sampled)
+	}
+	// Never enough: it gives up after a while and evicts.
+	f.fsAvail, f.freesLate = 900*mi, 0
+	f.clock.Step(10 * time.Second)
+	m.Synchronize(context.Background())
+	if len(f.evicted) != 1 {
+		t.Errorf("evicted %v; want writer once the reclaim is short", f.evicted)
 	}
 }
 

@@ -37,10 +37,11 @@ type Config struct {
 	HighThresholdPercent, LowThresholdPercent int
 	// MinAge is imageMinimumGCAge; MaxAge imageMaximumGCAge (0: none).
 	MinAge, MaxAge time.Duration
-	SandboxImage   string
-	Recorder       Recorder
-	NodeRef        *v1.ObjectReference
-	Clock          clock.Clock
+	// SandboxImage is never removed; "" takes the runtime's own.
+	SandboxImage string
+	Recorder     Recorder
+	NodeRef      *v1.ObjectReference
+	Clock        clock.Clock
 	// Period between two collections; upstream's is 5 minutes.
 	Period time.Duration
 }
@@ -60,7 +61,8 @@ type Manager struct {
 
 	mu      sync.Mutex // one collection at a time; guards images
 	images  map[string]*record
-	failing bool // the last collection failed
+	failing bool   // the last collection failed
+	sandbox string // the sandbox image, once known
 }
 
 // New returns a Manager; Run starts it.
@@ -134,6 +136,7 @@ func (m *Manager) detect(ctx context.Context) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	sandbox := m.sandboxImage(ctx)
 	inUse := map[string]bool{}
 	for _, c := range containers {
 		inUse[c.ImageRef] = true
@@ -148,7 +151,7 @@ func (m *Manager) detect(ctx context.Context) (map[string]bool, error) {
 			m.images[img.Id] = r
 		}
 		r.size = img.Size
-		if m.used(img, inUse) {
+		if m.used(img, inUse, sandbox) {
 			r.lastUsed = now
 		}
 	}
@@ -159,7 +162,7 @@ func (m *Manager) detect(ctx context.Context) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, img := range images {
-		if m.used(img, inUse) {
+		if m.used(img, inUse, sandbox) {
 			out[img.Id] = true
 		}
 	}
@@ -168,12 +171,12 @@ func (m *Manager) detect(ctx context.Context) (map[string]bool, error) {
 
 // used says whether a container uses img or it is the sandbox image (or
 // pinned by the runtime), which is never removed.
-func (m *Manager) used(img *runtimeapi.Image, inUse map[string]bool) bool {
+func (m *Manager) used(img *runtimeapi.Image, inUse map[string]bool, sandbox string) bool {
 	if img.Pinned || inUse[img.Id] {
 		return true
 	}
 	for _, name := range append(append([]string{}, img.RepoTags...), img.RepoDigests...) {
-		if inUse[name] || name == m.cfg.SandboxImage {
+		if inUse[name] || sandbox != "" && name == sandbox {
 			return true
 		}
 	}

@@ -1,23 +1,34 @@
 package kubelet
 
 import (
+	"context"
+
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/admission"
+	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 	"github.com/skiff-sh/skiff/internal/podworker"
 )
 
-// admit decides whether a new pod may run here. Every pod must pass the
-// node-local checks (sysctls, AppArmor, host ports); apiserver pods must
-// also fit the Node. A rejected pod is Failed with the reason and never
-// started; an apiserver pod that arrives before the Node is known waits.
-func (k *Kubelet) admit(p *v1.Pod) bool {
+// admit decides whether a new pod may run here. A pod already finished is
+// not judged again, as upstream. Every other pod must pass the node-local
+// checks (sysctls, AppArmor, host ports) and, unless the runtime already
+// runs it, the node-pressure checks; apiserver pods must also fit the
+// Node. A rejected pod is Failed with the reason and never started; an
+// apiserver pod that arrives before the Node is known waits.
+func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
+	if podstatus.IsTerminal(p.Status.Phase) {
+		k.setAdmission(p, admitted)
+		return true
+	}
 	if r := k.local.Admit(p, k.activePods()); !r.Admit {
 		k.reject(p, r)
 		return false
 	}
-	if r := admission.Pressure(k.pressureConditions(), p); !r.Admit {
+	if r := admission.Pressure(k.pressureConditions(), p); !r.Admit && !k.adopted(ctx, p) {
 		k.reject(p, r)
 		return false
 	}
@@ -37,6 +48,24 @@ func (k *Kubelet) admit(p *v1.Pod) bool {
 	}
 	k.reject(p, r)
 	return false
+}
+
+// adopted says whether the runtime already has a sandbox of the pod: a
+// pod admitted before Skiff restarted. Pressure admission keeps new pods
+// off a node under pressure; a pod already running there is the eviction
+// manager's to judge, by its usage, not admission's to fail unmeasured.
+// Upstream has no such rule, but there the first eviction pass in practice
+// comes after the running pods are admitted again; Skiff's may come first.
+// Asked only when pressure would refuse the pod: one runtime call then.
+func (k *Kubelet) adopted(ctx context.Context, p *v1.Pod) bool {
+	sbs, err := k.cri.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{cri.PodUIDLabel: string(p.UID)},
+	})
+	if err != nil {
+		klog.ErrorS(err, "Cannot tell whether the runtime runs the pod; judging it as new", "pod", klog.KObj(p))
+		return false
+	}
+	return len(sbs) > 0
 }
 
 func (k *Kubelet) setAdmission(p *v1.Pod, a verdict) {

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/eviction"
@@ -22,7 +23,8 @@ func (k *Kubelet) evictablePods() []*v1.Pod {
 // evict stops the pod within grace seconds and fails it with reason
 // Evicted; false if it already was.
 func (k *Kubelet) evict(p *v1.Pod, grace int64, message string) bool {
-	if !k.fail(p, podFailure{reason: eviction.Reason, message: message, disruption: true}) {
+	f := podFailure{reason: eviction.Reason, message: message, disruption: true, at: metav1.NewTime(k.clock.Now())}
+	if !k.fail(p, f) {
 		return false
 	}
 	klog.InfoS("Evicting pod", "pod", klog.KObj(p), "gracePeriod", grace, "message", message)
@@ -61,6 +63,6 @@ func applyFailure(f *podFailure, s *v1.PodStatus) {
 	}
 	s.Conditions = append(s.Conditions, v1.PodCondition{
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet,
-		Message: f.message,
+		Message: f.message, LastTransitionTime: f.at,
 	})
 }

@@ -2,19 +2,23 @@ package kubelet
 
 import (
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestApplyEviction(t *testing.T) {
-	evicted := &podFailure{reason: "Evicted", message: "Usage of EmptyDir volume \"v\" exceeds the limit \"1Mi\". ", disruption: true}
+	at := metav1.NewTime(time.Unix(1e9, 0))
+	evicted := &podFailure{reason: "Evicted", message: "Usage of EmptyDir volume \"v\" exceeds the limit \"1Mi\". ", disruption: true, at: at}
 	// Containers that exit 0 on SIGTERM still leave an evicted pod Failed.
 	s := v1.PodStatus{Phase: v1.PodSucceeded}
 	applyFailure(evicted, &s)
 	if s.Phase != v1.PodFailed || s.Reason != "Evicted" || s.Message == "" {
 		t.Errorf("status %+v", s)
 	}
-	if len(s.Conditions) != 1 || s.Conditions[0].Type != v1.DisruptionTarget || s.Conditions[0].Reason != v1.PodReasonTerminationByKubelet {
+	if len(s.Conditions) != 1 || s.Conditions[0].Type != v1.DisruptionTarget || s.Conditions[0].Reason != v1.PodReasonTerminationByKubelet ||
+		!s.Conditions[0].LastTransitionTime.Equal(&at) {
 		t.Errorf("conditions %+v", s.Conditions)
 	}
 	applyFailure(evicted, &s)

@@ -64,7 +64,7 @@ func (k *Kubelet) handleUpdate(ctx context.Context, u podsource.Update) {
 		return ch.updated[i].CreationTimestamp.Before(&ch.updated[j].CreationTimestamp)
 	})
 	for _, p := range ch.updated {
-		k.handlePod(p)
+		k.handlePod(ctx, p)
 	}
 	for _, name := range ch.mirrors {
 		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
@@ -75,7 +75,7 @@ func (k *Kubelet) handleUpdate(ctx context.Context, u podsource.Update) {
 }
 
 // handlePod acts on a new or changed pod.
-func (k *Kubelet) handlePod(p *v1.Pod) {
+func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 	k.statuses.PodUpdated(p)
 	if k.records.get(p.UID).verdict == rejected {
 		return
@@ -84,7 +84,7 @@ func (k *Kubelet) handlePod(p *v1.Pod) {
 	if !known && p.DeletionTimestamp == nil {
 		k.startup.Seen(p.UID)
 		began := k.clock.Now()
-		ok := k.admit(p)
+		ok := k.admit(ctx, p)
 		k.startup.Admitted(p.UID, k.clock.Since(began))
 		if !ok {
 			return
@@ -118,7 +118,7 @@ func (k *Kubelet) removePod(ctx context.Context, p *v1.Pod) {
 // restarted Skiff never kills what it is about to adopt.
 func (k *Kubelet) housekeeping(ctx context.Context) {
 	for _, p := range k.pendingPods() {
-		k.handlePod(p)
+		k.handlePod(ctx, p)
 	}
 	if !k.pods.ready(k.sources) {
 		return

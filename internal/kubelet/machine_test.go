@@ -54,6 +54,9 @@ type machine struct {
 	static string // staticPodPath
 	// patchesDown fails every pod status patch, as an apiserver outage.
 	patchesDown atomic.Bool
+	// tune, when set, changes the configuration of the Kubelets started
+	// after it is set.
+	tune func(*kubeletconfig.KubeletConfiguration)
 }
 
 func newMachine(t *testing.T) *machine {
@@ -111,6 +114,9 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 	kc.FileCheckFrequency = metav1.Duration{Duration: 50 * time.Millisecond}
 	kc.PodLogsDir = filepath.Join(m.root, "logs")
 	kc.LocalStorageCapacityIsolation = ptr.To(false)
+	if m.tune != nil {
+		m.tune(kc)
+	}
 	k, err := New(Deps{
 		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet")},
 		CRI:    &cri.Client{Runtime: m.rt, Images: m.images, RuntimeName: "fake", RuntimeVersion: "0.1.0"},

@@ -78,7 +78,10 @@ func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imageg
 		MaxPodGracePeriod: int64(kc.EvictionMaxPodGracePeriod),
 		DedicatedImageFs:  dedicated,
 		LocalStorage:      localStorage,
-		Summary: func(ctx context.Context) (*statsapi.Summary, error) {
+		Summary: func(ctx context.Context, sample bool) (*statsapi.Summary, error) {
+			if sample {
+				return k.stats.FreshSummary(ctx, 0)
+			}
 			return k.stats.FreshSummary(ctx, freshStats)
 		},
 		Pods:      k.evictablePods,

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -38,6 +39,7 @@ type podRecord struct {
 type podFailure struct {
 	reason, message string
 	disruption      bool
+	at              metav1.Time // when Skiff failed it
 }
 
 // podRecords holds every pod's record.

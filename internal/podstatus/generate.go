@@ -99,8 +99,11 @@ func Generate(in Input) v1.PodStatus {
 	if in.Terminating && !IsTerminal(s.Phase) && !anyRunning(s.InitContainerStatuses, s.ContainerStatuses) {
 		s.Phase = terminalPhase(s.ContainerStatuses)
 	}
-	if IsTerminal(in.Old.Phase) && !IsTerminal(s.Phase) {
-		s.Phase = in.Old.Phase // a terminal phase never regresses
+	if IsTerminal(in.Old.Phase) {
+		// A terminal phase never changes, as upstream: not back to a
+		// running one, nor Succeeded to Failed when a restarted kubelet
+		// stops again a pod whose containers were removed.
+		s.Phase = in.Old.Phase
 	}
 	s.Conditions = in.conditions(s)
 	return s

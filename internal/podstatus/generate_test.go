@@ -705,3 +705,20 @@ func TestGenerateEphemeralContainers(t *testing.T) {
 		t.Errorf("phase %s, conditions %q", s.Phase, conds(s.Conditions))
 	}
 }
+
+// A pod that finished keeps the phase it ended with, whatever the runtime
+// shows later: a restarted kubelet that finds a Succeeded pod's
+// containers removed stops it again (terminating) without failing it.
+func TestGenerateTerminalPhaseNeverChanges(t *testing.T) {
+	for _, old := range []v1.PodPhase{v1.PodSucceeded, v1.PodFailed} {
+		for _, terminating := range []bool{false, true} {
+			s := podstatus.Generate(podstatus.Input{
+				Pod: genPod(v1.RestartPolicyNever, nil, "a"), Runtime: noSandbox(), Old: v1.PodStatus{Phase: old},
+				RuntimeName: "containerd", Now: tNow, Terminating: terminating,
+			})
+			if s.Phase != old {
+				t.Errorf("old phase %s, terminating %v: phase %s", old, terminating, s.Phase)
+			}
+		}
+	}
+}

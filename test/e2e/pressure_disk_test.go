@@ -3,53 +3,18 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	remote "k8s.io/cri-client/pkg"
-	"k8s.io/klog/v2"
 )
 
-const gib = int64(1) << 30
-
-// fsAvailable is what statfs says is available to unprivileged users on
-// the filesystem of path: nodefs.available as upstream reads it.
-func fsAvailable(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Statfs_t
-	must(t, syscall.Statfs(path, &st))
-	return int64(st.Bavail) * int64(st.Bsize)
-}
-
-// restoreImages imports again the dev images that node-level reclaim
-// removes as unused (hack/containerd.sh only builds missing ones).
-func restoreImages(t *testing.T) {
-	if out, err := exec.Command("../../hack/containerd.sh", "start").CombinedOutput(); err != nil {
-		t.Errorf("restore the dev images: %v\n%s", err, out)
-	}
-}
-
-// imagePresent asks the runtime whether it has the image.
-func imagePresent(t *testing.T, name string) bool {
-	t.Helper()
-	logger := klog.Background()
-	is, err := remote.NewRemoteImageService(criEndpoint, 30*time.Second, nil, &logger)
-	must(t, err)
-	st, err := is.ImageStatus(context.Background(), &runtimeapi.ImageSpec{Image: name}, false)
-	must(t, err)
-	return st.GetImage() != nil
-}
+const mib = int64(1) << 20
 
 // writerPod writes size MiB of zeros into its writable layer, then sleeps.
 func writerPod(name string, mib int) *v1.Pod {
@@ -66,74 +31,85 @@ func evictedAt(p *v1.Pod) time.Time {
 	return time.Time{}
 }
 
-// Disk pressure, for real: two pods write 6 GiB and 4 GiB into their
-// writable layers; then Skiff restarts with evictionHard nodefs.available
-// 4 GiB above what the filesystem has left and a minimum reclaim of 4
-// GiB. DiskPressure goes True; node-level reclaim removes an
-// unused image and a finished pod's container before any pod is evicted;
-// then the bigger writer is evicted, and since its removal leaves the
-// node above the threshold but short of the minimum reclaim, the second
-// writer goes too; a pod within its ephemeral-storage request stays.
-func TestDiskPressureEviction(t *testing.T) {
-	t.Skip("known defect: a Skiff restarted under disk pressure refuses the pods it already runs (pressure admission on adoption), so this test's restart fails its writers before eviction; unskip when adopted pods bypass pressure admission")
-	cn := newClusterNode(t)
-	t.Cleanup(func() { restoreImages(t) })
-	ballast := filepath.Join(t.TempDir(), "ballast")
-	out, err := exec.Command("head", "-c", "32M", "/dev/urandom").Output()
-	must(t, err)
-	must(t, os.WriteFile(ballast, out, 0o644))
-	const ballastImage = "skiff.local/e2e-ballast:1"
-	importImage(t, ballastImage, "--add", ballast+":/ballast")
-	t.Cleanup(func() { removeImages(t, ballastImage) })
+// checkDiskPressureCondition checks the Node's DiskPressure condition
+// against upstream's reason and message.
+func (cn *clusterNode) checkDiskPressureCondition(t *testing.T) {
+	t.Helper()
+	for _, c := range cn.getNode(t).Status.Conditions {
+		if c.Type == v1.NodeDiskPressure && c.Status == v1.ConditionTrue &&
+			(c.Reason != "KubeletHasDiskPressure" || c.Message != "kubelet has disk pressure") {
+			t.Errorf("DiskPressure reason %q message %q, want upstream's KubeletHasDiskPressure, \"kubelet has disk pressure\"", c.Reason, c.Message)
+		}
+	}
+}
 
-	cn.appendConfig("evictionPressureTransitionPeriod: 30s\nimageMinimumGCAge: 5s\nvolumeStatsAggPeriod: 10s\n")
-	cn.start()
-	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+// Disk pressure, for real, on a 1 GiB filesystem of the test's own
+// holding containerd's root, Skiff's root and the pod logs (nodefs and
+// imagefs). evictionHard nodefs.available is set 400 MiB under what is
+// available at the start, with a minimum reclaim of 300 MiB. A pod writes
+// 300 MiB into its writable layer (no pressure yet), then another one
+// 200 MiB: DiskPressure goes True; node-level reclaim removes an unused image
+// and a finished pod's dead container before any pod is evicted; then
+// the bigger writer is evicted, and since reclaiming its writable layer
+// leaves the node above the threshold but short of the minimum reclaim,
+// the second writer goes too; a pod within its ephemeral-storage request
+// stays, and the pressure ends after the transition period.
+func TestDiskPressureEviction(t *testing.T) {
+	dn := newDiskNode(t, 1024)
+	r := testRegistryFor(t)
+	ballast := sizedImage(t, r, "e2e-ballast", 16)
+	dn.pull(t, ballast)
+	_, start := dn.fs(t)
+	threshold := start - 400*mib
+	dn.appendConfig(fmt.Sprintf(`evictionHard:
+  nodefs.available: "%dMi"
+evictionMinimumReclaim:
+  nodefs.available: "300Mi"
+evictionPressureTransitionPeriod: 30s
+imageMinimumGCAge: 5s
+volumeStatsAggPeriod: 10s
+`, threshold/mib))
+	dn.start()
+	dn.waitNodeReady(t, v1.ConditionTrue, 90*time.Second)
+	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 60*time.Second)
 
 	done := busyboxPod("done", "true")
 	done.Spec.RestartPolicy = v1.RestartPolicyNever
-	done = cn.createPod(t, done)
-	cn.waitPod(t, cn.ns, "done", 60*time.Second, "succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
-	if len(containersOf(t, string(done.UID))) == 0 {
-		t.Fatal("the finished pod has no dead container to reclaim")
-	}
+	done = dn.createPod(t, done)
+	dn.waitPod(t, dn.ns, "done", 90*time.Second, "succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
 	quiet := busyboxPod("quiet", sleeper)
 	quiet.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("100Mi")}
-	cn.createPod(t, quiet)
-	cn.createPod(t, writerPod("big", 6144))
-	cn.createPod(t, writerPod("small", 4096))
-	for _, name := range []string{"big", "small"} {
-		waitFor(t, 5*time.Minute, name+" written", func() (bool, error) {
-			return strings.Contains(cn.output(t, name), "written"), nil
-		})
+	dn.createPod(t, quiet)
+	dn.createPod(t, writerPod("big", 300))
+	waitFor(t, 3*time.Minute, "big written", func() (bool, error) { return strings.Contains(dn.output(t, "big"), "written"), nil })
+	// 300 MiB written, 100 MiB short of the threshold: no pressure, and
+	// what node-level reclaim will remove is still there.
+	if c := dn.nodeCondition(t, v1.NodeDiskPressure); c != v1.ConditionFalse {
+		t.Fatalf("DiskPressure is %q before the threshold is crossed", c)
+	}
+	if len(dn.containersOf(t, string(done.UID))) == 0 || !dn.hasImage(t, ballast) {
+		t.Fatal("the finished pod's dead container or the unused image is gone before any pressure")
 	}
 
-	// Other work on this machine moves the free space by gigabytes, so the
-	// threshold is set once the pods have written, 4 GiB above what is
-	// available then, with a minimum reclaim of 4 GiB: evicting big (6
-	// GiB) leaves the node 2 GiB above the threshold and 2 GiB short of
-	// the minimum reclaim, evicting small (4 GiB) too 2 GiB past it.
-	threshold := fsAvailable(t, filepath.Dir(cn.root)) + 4*gib
-	cn.stop()
-	cn.appendConfig(fmt.Sprintf(`evictionHard:
-  nodefs.available: "%dMi"
-evictionMinimumReclaim:
-  nodefs.available: "4Gi"
-`, threshold>>20))
-	cn.start()
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 120*time.Second)
-	big := cn.waitPod(t, cn.ns, "big", 180*time.Second, "evicted", evicted)
-	// Node-level reclaim ran before the first eviction.
-	if imagePresent(t, ballastImage) {
+	// containerd measures writable layers every 10 s, and Skiff walks the
+	// logs every volumeStatsAggPeriod: the second writer waits 30 s before
+	// it writes, so that the ranking and the message have both pods'
+	// stats, big's 300 MiB measured, when the pressure begins.
+	dn.createPod(t, busyboxPod("small", "sleep 30 && dd if=/dev/zero of=/tmp/fill bs=1M count=200 && echo written && "+sleeper))
+	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
+	dn.checkDiskPressureCondition(t)
+	big := dn.waitPod(t, dn.ns, "big", 180*time.Second, "evicted", evicted)
+	// Node-level reclaim ran before the first eviction; the image the pods
+	// use and the sandbox image stay.
+	if dn.hasImage(t, ballast) {
 		t.Error("the unused image is still there after a pod was evicted for disk pressure")
 	}
-	// The image the running pods use and the sandbox image stay.
-	for _, img := range []string{busybox, "skiff.local/pause:3.10"} {
-		if !imagePresent(t, img) {
+	for _, img := range []string{busybox, dn.sandbox} {
+		if !dn.hasImage(t, img) {
 			t.Errorf("node-level reclaim removed %s", img)
 		}
 	}
-	if n := len(containersOf(t, string(done.UID))); n != 0 {
+	if n := len(dn.containersOf(t, string(done.UID))); n != 0 {
 		t.Errorf("the finished pod still has %d dead containers after a pod was evicted", n)
 	}
 	for _, want := range []string{"The node was low on resource: ephemeral-storage. Threshold quantity: ", ", available: ",
@@ -142,55 +118,61 @@ evictionMinimumReclaim:
 			t.Errorf("eviction message %q lacks %q", big.Status.Message, want)
 		}
 	}
-	small := cn.waitPod(t, cn.ns, "small", 180*time.Second, "evicted for the minimum reclaim", evicted)
-	if !evictedAt(big).Before(evictedAt(small)) && !evictedAt(big).Equal(evictedAt(small)) {
+	dn.waitEvent(t, "Evicted", "The node was low on resource: ephemeral-storage.")
+	small := dn.waitPod(t, dn.ns, "small", 180*time.Second, "evicted for the minimum reclaim", evicted)
+	if evictedAt(small).Before(evictedAt(big)) {
 		t.Errorf("small evicted at %v, before big at %v", evictedAt(small), evictedAt(big))
 	}
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 180*time.Second)
-	if p := cn.getPod(t, "quiet"); p.Status.Phase != v1.PodRunning {
+	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 180*time.Second)
+	if p := dn.getPod(t, "quiet"); p.Status.Phase != v1.PodRunning {
 		t.Errorf("the pod within its request is %s (%s: %s)", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+	if _, available := dn.fs(t); available < threshold+300*mib {
+		t.Errorf("%d MiB available after the evictions, short of the threshold plus the minimum reclaim (%d MiB)",
+			available/mib, (threshold+300*mib)/mib)
 	}
 }
 
 // A soft nodefs.available threshold waits out its grace period: the
 // writer keeps running while DiskPressure is True, then is evicted, and
-// the pressure ends once its writable layer is reclaimed.
+// the pressure ends once its writable layer is reclaimed. On a 1 GiB
+// filesystem of the test's own, the threshold 200 MiB under what is
+// available at the start, and a pod writing 300 MiB.
 func TestDiskPressureSoftThreshold(t *testing.T) {
-	t.Skip("known defect: a Skiff restarted under disk pressure refuses the pods it already runs (pressure admission on adoption), so this test's restart fails its writers before eviction; unskip when adopted pods bypass pressure admission")
-	cn := newClusterNode(t)
-	t.Cleanup(func() { restoreImages(t) })
-	cn.start()
-	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	cn.createPod(t, writerPod("writer", 4096))
-	waitFor(t, 5*time.Minute, "writer written", func() (bool, error) {
-		return strings.Contains(cn.output(t, "writer"), "written"), nil
-	})
-	// Set once the pod has written, 2 GiB above what is left then: other
-	// work on this machine moves the free space by gigabytes.
-	threshold := fsAvailable(t, filepath.Dir(cn.root)) + 2*gib
+	dn := newDiskNode(t, 1024)
+	_, start := dn.fs(t)
 	const grace = 60 * time.Second
-	cn.stop()
-	cn.appendConfig(fmt.Sprintf(`evictionHard: {}
+	dn.appendConfig(fmt.Sprintf(`evictionHard: {}
 evictionSoft:
   nodefs.available: "%dMi"
 evictionSoftGracePeriod:
   nodefs.available: %s
 evictionMaxPodGracePeriod: 2
 evictionPressureTransitionPeriod: 30s
-`, threshold>>20, grace))
-	cn.start()
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
+`, (start-200*mib)/mib, grace))
+	dn.start()
+	dn.waitNodeReady(t, v1.ConditionTrue, 90*time.Second)
+	dn.createPod(t, writerPod("writer", 300))
+	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionTrue, 180*time.Second)
 	seen := time.Now()
+	dn.checkDiskPressureCondition(t)
 	// Half the grace period later the pod still runs.
 	time.Sleep(grace / 2)
-	if p := cn.getPod(t, "writer"); p.Status.Phase != v1.PodRunning {
+	if p := dn.getPod(t, "writer"); p.Status.Phase != v1.PodRunning {
 		t.Fatalf("writer is %s (%s) %v after DiskPressure, within the grace period", p.Status.Phase, p.Status.Reason, time.Since(seen))
 	}
-	got := cn.waitPod(t, cn.ns, "writer", 180*time.Second, "evicted", evicted)
+	got := dn.waitPod(t, dn.ns, "writer", 180*time.Second, "evicted", evicted)
 	if !strings.Contains(got.Status.Message, "The node was low on resource: ephemeral-storage.") {
 		t.Errorf("message %q", got.Status.Message)
 	}
-	cn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 180*time.Second)
+	// The condition shows up to a node status period (10 s) after the
+	// threshold is first met, and the eviction a grace period after that
+	// (within an eviction period, 10 s): without the grace period it
+	// would come within about 10 s of DiskPressure.
+	if at := evictedAt(got); at.Before(seen.Add(grace - 20*time.Second)) {
+		t.Errorf("evicted at %v, %v after DiskPressure was seen: before the %v grace period", at, at.Sub(seen), grace)
+	}
+	dn.waitCondition(t, v1.NodeDiskPressure, v1.ConditionFalse, 180*time.Second)
 }
 
 // PID pressure, for real: pid.available is set 1500 under the PIDs the
