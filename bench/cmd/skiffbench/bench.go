@@ -96,15 +96,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	for round := 1; round <= o.rounds; round++ {
-		order := []string{skiff, upstream}
-		if round%2 == 0 {
-			order = []string{upstream, skiff}
-		}
-		if o.bare {
-			// Between the kubelets, so that it shares their conditions.
-			order = []string{order[0], bare, order[1]}
-		}
-		for _, kind := range order {
+		for _, kind := range roundOrder(round, o.bare) {
 			run := b.runKubelet
 			if kind == bare {
 				run = b.runBare
@@ -119,6 +111,19 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return b.results.write(o.outDir, os.Stdout)
+}
+
+// roundOrder alternates which kubelet goes first from round to round; the
+// bare-CRI run goes between them, so that it shares their conditions.
+func roundOrder(round int, withBare bool) []string {
+	order := []string{skiff, upstream}
+	if round%2 == 0 {
+		order = []string{upstream, skiff}
+	}
+	if withBare {
+		order = []string{order[0], bare, order[1]}
+	}
+	return order
 }
 
 // runKubelet runs every workload with one kubelet as the node and leaves
