@@ -2,8 +2,11 @@ package podsource
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/skiff-sh/skiff/internal/podspec"
 )
 
 // apiReference names the first kind of API object a static pod refers to,
@@ -120,28 +123,9 @@ func refersToConfigMaps(pod *v1.Pod) bool {
 // anyEnv reports whether an env var or envFrom source of any container
 // (init, app or ephemeral) matches.
 func anyEnv(pod *v1.Pod, env func(v1.EnvVar) bool, from func(v1.EnvFromSource) bool) bool {
-	check := func(envs []v1.EnvVar, froms []v1.EnvFromSource) bool {
-		for _, e := range envs {
-			if env(e) {
-				return true
-			}
-		}
-		for _, f := range froms {
-			if from(f) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if check(c.Env, c.EnvFrom) {
-			return true
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		if check(c.Env, c.EnvFrom) {
-			return true
-		}
-	}
-	return false
+	found := false
+	podspec.ForEachContainer(&pod.Spec, func(c *v1.Container) {
+		found = found || slices.ContainsFunc(c.Env, env) || slices.ContainsFunc(c.EnvFrom, from)
+	})
+	return found
 }

@@ -20,7 +20,7 @@ func Default(pod *v1.Pod) {
 	for i := range pod.Spec.Volumes {
 		defaultVolume(&pod.Spec.Volumes[i])
 	}
-	forEachContainer(&pod.Spec, func(c *v1.Container) { defaultContainer(c) })
+	ForEachContainer(&pod.Spec, func(c *v1.Container) { defaultContainer(c) })
 	roundUpResources(pod.Spec.Overhead)
 	if pod.Spec.Resources != nil {
 		roundUpResources(pod.Spec.Resources.Limits)
@@ -73,10 +73,10 @@ func defaultPodSpec(spec *v1.PodSpec) {
 	}
 }
 
-// forEachContainer calls fn for every init, app and ephemeral container.
+// ForEachContainer calls fn for every init, app and ephemeral container.
 // EphemeralContainerCommon has the same fields as Container, which makes the
 // conversion legal and lets one function serve all three kinds.
-func forEachContainer(spec *v1.PodSpec, fn func(c *v1.Container)) {
+func ForEachContainer(spec *v1.PodSpec, fn func(c *v1.Container)) {
 	for i := range spec.InitContainers {
 		fn(&spec.InitContainers[i])
 	}
@@ -92,7 +92,7 @@ func forEachContainer(spec *v1.PodSpec, fn func(c *v1.Container)) {
 // or nil.
 func Container(spec *v1.PodSpec, name string) *v1.Container {
 	var found *v1.Container
-	forEachContainer(spec, func(c *v1.Container) {
+	ForEachContainer(spec, func(c *v1.Container) {
 		if found == nil && c.Name == name {
 			found = c
 		}

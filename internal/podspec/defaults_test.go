@@ -151,7 +151,7 @@ func TestDefaultContainers(t *testing.T) {
 				pod := &v1.Pod{Spec: spec}
 				Default(pod)
 				var got *v1.Container
-				forEachContainer(&pod.Spec, func(c *v1.Container) { got = c })
+				ForEachContainer(&pod.Spec, func(c *v1.Container) { got = c })
 				expect(t, got.TerminationMessagePath, "/dev/termination-log")
 				if kind == "ephemeral" && tt.name == "requests from limits, rounded up to milli" {
 					continue // upstream copies limits to requests only for init and app containers
