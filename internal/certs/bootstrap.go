@@ -102,8 +102,14 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) error {
 	var client kubernetes.Interface
 	if cfg.Client != nil {
 		client = newCSRClientset(cfg.Client)
-	} else if client, err = newCSRClientsetForConfig(brc); err != nil {
-		return fmt.Errorf("bootstrap client: %w", err)
+	} else {
+		var release func()
+		if client, release, err = newReleasableCSRClientset(brc); err != nil {
+			return fmt.Errorf("bootstrap client: %w", err)
+		}
+		// The bootstrap credentials are done with once the certificate is
+		// issued: no connection authenticated by them stays open.
+		defer release()
 	}
 	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 		return fmt.Errorf("create certificate directory: %w", err)

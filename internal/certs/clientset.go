@@ -52,3 +52,20 @@ func newCSRClientsetForConfig(rc *rest.Config) (kubernetes.Interface, error) {
 	}
 	return newCSRClientset(c), nil
 }
+
+// newReleasableCSRClientset is newCSRClientsetForConfig with its own
+// HTTP client, and a function that closes that client's idle
+// connections. client-go shares transports between equal configs and keeps
+// idle connections for 90 s, so without it a connection would outlive
+// the credentials it was opened with.
+func newReleasableCSRClientset(rc *rest.Config) (kubernetes.Interface, func(), error) {
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := kube.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newCSRClientset(c), hc.CloseIdleConnections, nil
+}
