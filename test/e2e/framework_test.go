@@ -170,6 +170,9 @@ func (n *node) start(extraArgs ...string) {
 	}, append(n.args, extraArgs...)...)
 	n.cmd = exec.Command(skiffBin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	// A test run that is killed takes its Skiff with it: a stray one would
+	// remove the next run's pods as orphans.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	must(n.t, n.cmd.Start())
 	n.exited = make(chan struct{})
 	go func() { _ = n.cmd.Wait(); logf.Close(); close(n.exited) }()
