@@ -75,6 +75,11 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 		Debugging:     ptr.Deref(kc.EnableDebuggingHandlers, true),
 		ContainerLogs: logs.Handler(k),
 		SystemLogs:    systemLogs(kc),
+		Debug: server.Debug{
+			Profiling:  ptr.Deref(kc.EnableProfilingHandler, true),
+			Contention: kc.EnableContentionProfiling,
+			Flags:      ptr.Deref(kc.EnableDebugFlagsHandler, true),
+		},
 	}).Run)
 	return nil
 }

@@ -57,6 +57,8 @@ func TestRequestAttributes(t *testing.T) {
 		{"POST", "/portForward/ns/p", "create", []string{"proxy"}},
 		{"GET", "/containerLogs/ns/p/c", "get", []string{"proxy"}},
 		{"GET", "/spec", "get", []string{"proxy"}}, // gone upstream: proxy
+		{"GET", "/debug/pprof/heap", "get", []string{"proxy"}},
+		{"PUT", "/debug/flags/v", "update", []string{"proxy"}},
 		{"GET", "/statsfoo", "get", []string{"proxy"}},
 		{"PUT", "/foo", "update", []string{"proxy"}},
 		{"PATCH", "/foo", "patch", []string{"proxy"}},

@@ -53,6 +53,8 @@ type SecureConfig struct {
 	// SystemLogs serves GET /logs/ (SystemLogs); nil is
 	// enableSystemLogHandler false.
 	SystemLogs http.Handler
+	// Debug is the /debug/ endpoints, served with Debugging only.
+	Debug Debug
 }
 
 // Secure is the kubelet API: HTTPS on address:port, every request
@@ -84,14 +86,13 @@ func secureMux(cfg SecureConfig) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) { writeConfigz(w, cfg.Config) })
 	if !cfg.Debugging {
-		disabled := func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
-		}
-		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/logs/"} {
+		disabled := disabledEndpoint("Debug endpoints are disabled.")
+		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/logs/", pprofPath, "/debug/flags/v"} {
 			mux.HandleFunc(p, disabled)
 		}
 		return mux
 	}
+	cfg.Debug.install(mux)
 	mux.HandleFunc("GET /runningpods/", func(w http.ResponseWriter, r *http.Request) {
 		pods, err := cfg.Host.RunningPods(r.Context())
 		if err != nil {

@@ -117,7 +117,8 @@ func (cn *clusterNode) serviceAccountToken(t *testing.T, name string, subresourc
 // certificate under <root-dir>/pki, 401 without credentials, 403 (with
 // upstream's message) for a ServiceAccount without nodes/proxy, the
 // fine-grained subresources and their proxy fallback, and the
-// apiserver's kubelet client certificate.
+// apiserver's kubelet client certificate; the debug endpoints through
+// kubectl.
 func TestKubeletAPIAuth(t *testing.T) {
 	cn := newClusterNode(t)
 	cn.start()
@@ -145,7 +146,7 @@ func TestKubeletAPIAuth(t *testing.T) {
 	conn.Close()
 
 	t.Run("no credentials: 401", func(t *testing.T) {
-		for _, p := range []string{"/pods", "/stats/summary", "/configz", "/healthz", "/exec/default/p/c?command=ls&stdout=1"} {
+		for _, p := range []string{"/pods", "/stats/summary", "/configz", "/healthz", "/exec/default/p/c?command=ls&stdout=1", "/debug/pprof/"} {
 			if code, body := kubeletGet(t, cn.kubeletURL(t, p), "", nil); code != http.StatusUnauthorized || body != "Unauthorized\n" {
 				t.Errorf("%s: %d %q, want 401 Unauthorized", p, code, body)
 			}
@@ -210,6 +211,25 @@ func TestKubeletAPIAuth(t *testing.T) {
 		must(t, json.Unmarshal([]byte(body), &cz))
 		if cz.Kubeletconfig.Port != int32(cn.apiPort) || cz.Kubeletconfig.Authentication.X509.ClientCAFile != cn.c.CAFile() {
 			t.Errorf("/configz: %s", body)
+		}
+	})
+
+	// Upstream's debug endpoints, through the apiserver's node proxy with
+	// the real kubectl, as an admin profiling a node would reach them.
+	t.Run("debug endpoints through kubectl", func(t *testing.T) {
+		out, err := kubectl(cn.c, "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/debug/pprof/heap?debug=1").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "heap profile:") || !strings.Contains(string(out), "runtime.MemStats") {
+			t.Errorf("pprof heap: %v: %s", err, tail(string(out), 5))
+		}
+		v := filepath.Join(t.TempDir(), "v")
+		must(t, os.WriteFile(v, []byte("3"), 0o644))
+		out, err = kubectl(cn.c, "replace", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/debug/flags/v", "-f", v).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "verbosity to 3") {
+			t.Errorf("PUT /debug/flags/v: %v: %s", err, out)
+		}
+		_, token := cn.serviceAccountToken(t, "stats-only", "stats")
+		if code, _ := kubeletGet(t, cn.kubeletURL(t, "/debug/pprof/"), token, nil); code != http.StatusForbidden {
+			t.Errorf("/debug/pprof/ with nodes/stats only: %d, want 403", code)
 		}
 	})
 
