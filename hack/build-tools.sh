@@ -19,12 +19,14 @@
 # committed and builds run with -mod=readonly, so the versions are exactly the
 # committed ones.
 #
-# A binary is skipped when it exists and is newer than its module's go.mod and
-# go.sum and than this script (which holds the flags). containerd 2's binaries
-# instead carry a stamp (a hash of their go.mod, go.sum and flags), so editing
-# this script rebuilds neither them nor, through them, the rest. Builds go to a temporary
-# directory and are renamed into place, so an interrupted build never leaves a
-# half-written binary that looks up to date.
+# A binary is skipped when its stamp, NAME.stamp beside it, matches what it
+# would be built from now: a hash of its module's go.mod and go.sum, and its
+# tags and linker flags. Editing this script or checking out a branch rebuilds
+# nothing whose inputs did not change. (A binary from before stamps, newer than
+# its go.mod and go.sum, is taken as up to date and stamped.)
+# Builds go to a temporary directory and are renamed into place, binary
+# before stamp, so an interrupted build never leaves a half-written binary
+# that looks up to date.
 #
 # Usage: hack/build-tools.sh [-f|--force] [binary...]
 #   -f, --force   rebuild even when up to date
@@ -135,31 +137,30 @@ default_name() {
 	echo "$base"
 }
 
-fresh() { # binary moddir
-	[[ $force -eq 0 && -x "$1" && "$1" -nt "$2/go.mod" && "$1" -nt "$2/go.sum" && "$1" -nt "$SCRIPT" ]]
-}
-
-# stamp_of moddir: what a containerd 2 binary was built from (module files
-# and flags, CTRD2_FLAGS). Kept beside the binary as NAME.stamp.
+# stamp_of moddir flags: what a binary of moddir built with flags is built
+# from.
 stamp_of() {
 	cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -d' ' -f1
-	echo "$CTRD2_FLAGS"
+	echo "$2"
 }
-stamped() { # binary moddir
-	[[ $force -eq 0 && -x "$1" ]] && [[ "$(cat "$1.stamp" 2>/dev/null)" == "$(stamp_of "$2")" ]]
-}
-# stamp tmpbinary: writes tmpbinary.stamp; build_module moves it into place
-# after the binary, so an interrupted build leaves a stale stamp, never a
-# fresh stamp on an old binary.
-stamp() {
-	stamp_of "$ROOT/hack/tools/containerd2" >"$1.stamp"
+# fresh binary moddir flags: the binary exists and was built from the same
+# inputs. An unstamped binary newer than its module files (from before
+# stamps) is stamped and kept.
+fresh() {
+	[[ $force -eq 0 && -x "$1" ]] || return 1
+	[[ "$(cat "$1.stamp" 2>/dev/null)" == "$(stamp_of "$2" "$3")" ]] && return 0
+	if [[ ! -e "$1.stamp" && "$1" -nt "$2/go.mod" && "$1" -nt "$2/go.sum" ]]; then
+		stamp_of "$2" "$3" >"$1.stamp"
+		return 0
+	fi
+	return 1
 }
 
 built=()
 skipped=()
 
 # build_module moddir tags ldflags name=package...
-# (OUT_DIR and FRESH select where binaries go and how staleness is judged.)
+# (OUT_DIR selects where binaries go.)
 # One `go build` for all stale binaries of a module: they share most packages,
 # and go build already runs GOMAXPROCS compiles/links in parallel.
 build_module() {
@@ -170,7 +171,7 @@ build_module() {
 		name=${spec%%=*}
 		pkg=${spec#*=}
 		wanted "$name" || continue
-		if ${FRESH:-fresh} "${OUT_DIR:-$OUT}/$name" "$dir"; then
+		if fresh "${OUT_DIR:-$OUT}/$name" "$dir" "$tags $ldflags"; then
 			echo "build-tools: skip  $name (up to date)"
 			skipped+=("$name")
 		else
@@ -193,9 +194,9 @@ build_module() {
 	for i in "${!pkgs[@]}"; do
 		src=$tmp/$(default_name "${pkgs[$i]}")
 		dst=${OUT_DIR:-$OUT}/${names[$i]}
-		[[ -z "${AFTER_BUILD:-}" ]] || $AFTER_BUILD "$src"
+		rm -f "$dst.stamp"
 		mv -f "$src" "$dst"
-		[[ ! -f "$src.stamp" ]] || mv -f "$src.stamp" "$dst.stamp"
+		stamp_of "$dir" "$tags $ldflags" >"$dst.stamp"
 	done
 	rm -rf "$tmp"
 	echo "build-tools: built ${names[*]} in $((SECONDS - start))s"
@@ -226,14 +227,10 @@ build_module hack/tools/staticcheck "" "-s -w" \
 # containerd 2, its ctr and its shim, one tags set each (the shim's adds
 # no_grpc).
 mkdir -p "$OUT_CTRD2"
-OUT_DIR=$OUT_CTRD2 FRESH=stamped AFTER_BUILD=stamp \
-	CTRD2_FLAGS="$ctrd2_tags $ctrd2_ldflags" \
-	build_module hack/tools/containerd2 "$ctrd2_tags" "$ctrd2_ldflags" \
+OUT_DIR=$OUT_CTRD2 build_module hack/tools/containerd2 "$ctrd2_tags" "$ctrd2_ldflags" \
 	containerd=$ctrd/cmd/containerd \
 	ctr=$ctrd/cmd/ctr
-OUT_DIR=$OUT_CTRD2 FRESH=stamped AFTER_BUILD=stamp \
-	CTRD2_FLAGS="$ctrd2_tags,no_grpc $ctrd2_ldflags" \
-	build_module hack/tools/containerd2 "$ctrd2_tags,no_grpc" "$ctrd2_ldflags" \
+OUT_DIR=$OUT_CTRD2 build_module hack/tools/containerd2 "$ctrd2_tags,no_grpc" "$ctrd2_ldflags" \
 	containerd-shim-runc-v2=$ctrd/cmd/containerd-shim-runc-v2
 
 echo "build-tools: built ${#built[@]} (${built[*]:-none}), up to date ${#skipped[@]}, $((SECONDS - total_start))s"
