@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/skiff-sh/skiff/internal/certs"
@@ -31,6 +32,10 @@ type apiClients struct {
 	// SubjectAccessReviews: anyone reaching the API can cause them, so
 	// they stay off main's rate limiter and the server bounds them.
 	reviews kube.Interface
+	// events sends Events, rate-limited by eventRecordQPS and eventBurst
+	// as upstream's event client, so a burst of Events (four or five per
+	// pod started) does not queue status reports behind it.
+	events kube.Interface
 }
 
 // newClient builds the apiserver clients from --kubeconfig with the
@@ -62,6 +67,9 @@ func newClient(ctx context.Context, cfg Config) (apiClients, *certs.Client, erro
 	if c.reviews, err = kube.NewUnthrottled(rc, 0); err != nil {
 		return apiClients{}, nil, fmt.Errorf("create the kubelet API's review client: %w", err)
 	}
+	if c.events, err = newEventClient(rc, *kc.EventRecordQPS, kc.EventBurst); err != nil {
+		return apiClients{}, nil, fmt.Errorf("create the event client: %w", err)
+	}
 	return c, creds, nil
 }
 
@@ -74,14 +82,23 @@ func certDir(cfg Config) string {
 	return filepath.Join(cfg.RootDir, "pki")
 }
 
+// newEventClient is the client Events are sent with: qps and burst are
+// eventRecordQPS and eventBurst; a qps of 0 is no limit, as the field's
+// documentation says.
+func newEventClient(rc *rest.Config, qps, burst int32) (kube.Interface, error) {
+	if qps == 0 {
+		return kube.NewUnthrottled(rc, 0)
+	}
+	cfg := rest.CopyConfig(rc)
+	cfg.QPS, cfg.Burst = float32(qps), int(burst)
+	return kube.NewForConfig(cfg)
+}
+
 // newEventRecorder makes a recorder that sends events as "kubelet" on
-// this host, rate-limited by eventRecordQPS and eventBurst, once the
-// broadcaster records to a sink.
+// this host, once the broadcaster records to a sink. Its correlator
+// aggregates and spam-filters with client-go's defaults, as upstream's.
 func newEventRecorder(cfg Config) (record.EventBroadcaster, record.EventRecorder) {
-	kc := cfg.Kubelet
-	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
-		QPS: float32(*kc.EventRecordQPS), BurstSize: int(kc.EventBurst),
-	}))
+	b := record.NewBroadcaster()
 	return b, b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
 }
 

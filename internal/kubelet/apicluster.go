@@ -25,6 +25,7 @@ type apiCluster struct {
 	k        *Kubelet
 	client   kube.Interface
 	reviews  kube.Interface // the kubelet API's TokenReviews and SubjectAccessReviews
+	eventAPI kube.Interface // where Events go
 	creds    *certs.Client  // nil: nothing to renew
 	events   record.EventBroadcaster
 	nodes    *nodestatus.Controller
@@ -38,6 +39,9 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 	c := &apiCluster{k: k, client: d.Client, reviews: d.Reviews, creds: d.Creds, services: envvars.NewServiceWatch(d.Client.CoreV1())}
 	if c.reviews == nil {
 		c.reviews = d.Client
+	}
+	if c.eventAPI = d.Events; c.eventAPI == nil {
+		c.eventAPI = d.Client
 	}
 	c.events, k.recorder = newEventRecorder(d.Config)
 	kc := d.Config.Kubelet
@@ -108,7 +112,7 @@ func (c *apiCluster) serverAuth(ac *server.AuthConfig, tc *server.TLSConfig, tls
 }
 
 func (c *apiCluster) run(ctx context.Context, spawn func(func(context.Context)), updates chan<- podsource.Update) error {
-	c.events.StartRecordingToSink(&eventSink{Interface: c.client.CoreV1().Events("")})
+	c.events.StartRecordingToSink(&eventSink{Interface: c.eventAPI.CoreV1().Events("")})
 	spawn(func(ctx context.Context) { <-ctx.Done(); c.events.Shutdown() })
 	spawn(c.services.Run)
 	if c.creds != nil {

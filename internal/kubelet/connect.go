@@ -63,7 +63,7 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 		if apis, d.Creds, err = newClient(ctx, cfg); err != nil {
 			return d, err
 		}
-		d.Client, d.Heartbeat, d.Reviews = apis.main, apis.heartbeat, apis.reviews
+		d.Client, d.Heartbeat, d.Reviews, d.Events = apis.main, apis.heartbeat, apis.reviews, apis.events
 	}
 	return d, nil
 }

@@ -57,9 +57,10 @@ type Deps struct {
 	// Client talks to the apiserver; nil runs standalone.
 	Client kube.Interface
 	// Heartbeat renews the Lease and posts the node status; Reviews makes
-	// the kubelet API's TokenReviews and SubjectAccessReviews. Both are
-	// unthrottled clients on Client's transport; nil: Client.
-	Heartbeat, Reviews kube.Interface
+	// the kubelet API's TokenReviews and SubjectAccessReviews; Events
+	// sends Events. All are clients on Client's transport with rate limits
+	// of their own; nil: Client.
+	Heartbeat, Reviews, Events kube.Interface
 	// Creds renews Client's certificate; nil when nothing rotates.
 	Creds *certs.Client
 	// Clock times PLEG, the pod workers, the prober and status reports;
