@@ -3,21 +3,58 @@
 package ports
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 )
 
-// Free asks the kernel for a TCP port that is free on every address (and
-// so on loopback too). The port is released before Free returns, so
-// another process may take it first; callers that must not race keep the
-// listener instead.
+// lowest is the lowest port Free hands out.
+const lowest = 10000
+
+// Free returns a TCP port that is free on every address (and so on
+// loopback too), below the kernel's ephemeral range: a port the kernel
+// handed out itself (listening on :0) would be in that range, where any
+// outgoing connection of the tests may take it as its source port before
+// the server that was to listen on it starts. The port is not held, so
+// another process may still take it first; callers that must not race
+// keep a listener instead.
 func Free() (int, error) {
-	l, err := net.Listen("tcp", ":0")
-	if err != nil {
-		return 0, err
+	first := ephemeralStart()
+	if first-lowest < 1000 { // no room below the range: the kernel's choice
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 1000 {
+		if p := lowest + rand.IntN(first-lowest); IsFree(p) {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port in %d-%d", lowest, first-1)
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range
+// (Linux's default when it cannot be read).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	p, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return p
 }
 
 // IsFree reports whether port can be listened on, on every address.

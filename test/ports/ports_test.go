@@ -26,3 +26,18 @@ func TestFreeThenTaken(t *testing.T) {
 		t.Errorf("IsFree(%d) = true while a listener holds it", p)
 	}
 }
+
+// Free's ports are below the ephemeral range, where outgoing connections
+// take their source ports.
+func TestFreeBelowEphemeralRange(t *testing.T) {
+	first := ephemeralStart()
+	for range 50 {
+		p, err := Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first-lowest >= 1000 && (p < lowest || p >= first) {
+			t.Fatalf("Free() = %d, outside %d-%d", p, lowest, first-1)
+		}
+	}
+}
