@@ -184,6 +184,29 @@ func TestEventTriggersSyncWithoutRelist(t *testing.T) {
 	}
 }
 
+// A created event causes no read: the kubelet made the container and
+// starts it next; the started event that follows is read.
+func TestCreatedEventReadsNothing(t *testing.T) {
+	f := startEvented(t)
+	f.rt.set(pod("p", sbs(sb("s1", running)), ctr("c1", running), ctr("c2", created)))
+	f.sub.ch <- event("p", "c2", runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	noEvents(t, f.p)
+	if got := f.rt.takeCalls(); len(got) != 0 {
+		t.Errorf("status reads for a created event: %v", got)
+	}
+	f.rt.set(pod("p", sbs(sb("s1", running)), ctr("c1", running), ctr("c2", running)))
+	f.sub.ch <- event("p", "c2", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	if got, want := nextEvents(t, f.p, 1), sortedEvents(ev("p", ContainerStarted, "c2")); !eventsEqual(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+	if got := f.rt.takeCalls(); len(got) != 1 || got[0] != "p" {
+		t.Errorf("status reads = %v, want one of p", got)
+	}
+	if n := f.rt.listCalls(); n != 2 {
+		t.Errorf("the events caused a relist (%d list calls, want 2)", n)
+	}
+}
+
 // A change the runtime never sent an event for is found by the relist
 // that a broken stream triggers at once; the PLEG then relists every
 // Period, resubscribes after a back-off, and relists again once the new

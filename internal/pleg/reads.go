@@ -18,12 +18,21 @@ import (
 // the read goes through the same path as the relist's, so a status is
 // the same whichever way it came. An event whose pod cannot be told (its
 // sandbox already gone, and its ID never listed) makes the PLEG relist.
+//
+// Created events are not read for: a container or sandbox made and not
+// yet started is the kubelet's own doing, its start (or failure) comes
+// next, and a pod's status changes nothing on it. Reading the pod for
+// every one of them doubled the reads while a batch of pods starts, and
+// those reads slow containerd 2.x's own creates.
 func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEventResponse) {
 	refs := map[types.UID]cri.PodRef{}
 	unknown := false
 	for _, e := range batch {
 		if e.CreatedAt > 0 { // the runtime's clock is the host's
 			metrics.EventedPLEGConnLatency.Observe(time.Since(time.Unix(0, e.CreatedAt)).Seconds())
+		}
+		if e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
+			continue
 		}
 		ref, ours, known := p.podOf(e)
 		switch {
