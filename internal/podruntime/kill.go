@@ -147,13 +147,14 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 // most one dead instance besides (for lastState, restart counts and
 // --previous logs), as upstream's container GC does; it removes the rest.
 func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *container.PodStatus) {
-	dead := map[string]int{}
-	for _, cs := range st.Containers {
-		if cs.State == container.StateRunning || cs.State == container.StateUnknown {
+	seen, dead := map[string]bool{}, map[string]int{}
+	for _, cs := range st.Containers { // newest first
+		newest := !seen[cs.Name]
+		seen[cs.Name] = true
+		if newest || cs.State == container.StateRunning || cs.State == container.StateUnknown {
 			continue
 		}
-		dead[cs.Name]++
-		if dead[cs.Name] <= 1 {
+		if dead[cs.Name]++; dead[cs.Name] <= 1 {
 			continue
 		}
 		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !cri.IsNotFound(err) {

@@ -150,15 +150,13 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	if res := f.sync(); res.RequeueAfter <= backOffInitial {
 		t.Errorf("second back-off %v, want > 10s", res.RequeueAfter)
 	}
-	// At most one dead instance is kept besides the newest.
-	dead := 0
+	// The newest instance and one dead instance besides are kept.
+	var kept []int
 	for _, c := range f.status().Instances("app") {
-		if c.State == container.StateExited {
-			dead++
-		}
+		kept = append(kept, c.RestartCount)
 	}
-	if dead > 2 {
-		t.Errorf("%d dead instances kept", dead)
+	if len(kept) != 2 || kept[0] != 2 || kept[1] != 1 {
+		t.Errorf("instances kept (restart counts, newest first) = %v, want [2 1]", kept)
 	}
 }
 
