@@ -29,7 +29,7 @@ E2EFLAGS ?=
 SKIFF_RUNTIME ?= containerd
 export SKIFF_RUNTIME
 
-.PHONY: deps build runtime tools lint test fuzz e2e e2e-subset bench up down
+.PHONY: deps build runtime tools lint test fuzz e2e e2e-subset bench bench-imports up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -151,6 +151,11 @@ bench: deps tools build
 			if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
 			exit $$rc' _ $(BENCH_FLAGS); \
 	done
+
+# What Skiff's libraries cost a process: binary size and RSS of programs
+# that import them (bench/results/<date>-import-cost.md).
+bench-imports: deps
+	go run ./bench/cmd/skiffbench -import-cost
 
 up: runtime tools build
 	hack/cluster.sh up --api-port 6443

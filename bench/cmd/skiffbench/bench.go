@@ -86,7 +86,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("free ports: %v %v", err1, err2)
 	}
 	b.config = filepath.Join(dir, "kubelet-config.yaml")
-	if err := os.WriteFile(b.config, []byte(kubeletConfig(o.cri, port, healthz)), 0o644); err != nil {
+	if err := os.WriteFile(b.config, []byte(kubeletConfig(o.cri, port, healthz, b.c.CAFile())), 0o644); err != nil {
 		return err
 	}
 	if n, err := b.runtime.removeAll(ctx, nil); err != nil {
@@ -204,13 +204,13 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 		switch w {
 		case "a":
 			wr.Name = fmt.Sprintf(workloadNames[w], b.o.small)
-			r = runBatch(ctx, b.client, ns, b.o.small, false, b.o.hold)
+			r = runBatch(ctx, b.client, ns, b.o.small, false, b.o.hold, nil)
 		case "b":
 			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
-			r = runBatch(ctx, b.client, ns, b.o.large, false, b.o.hold)
+			r = runBatch(ctx, b.client, ns, b.o.large, false, b.o.hold, b.heapHook(ctx, kind, round))
 		case "c":
 			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
-			r = runBatch(ctx, b.client, ns, b.o.large, true, b.o.hold)
+			r = runBatch(ctx, b.client, ns, b.o.large, true, b.o.hold, nil)
 		case "d":
 			wr.Name = fmt.Sprintf(workloadNames[w], b.o.churn, b.o.flight)
 			r = runChurn(ctx, b.client, ns, b.o.churn, b.o.flight)

@@ -122,10 +122,11 @@ func (p *kubeletProc) alive() error {
 
 // kubeletConfig is the KubeletConfiguration both kubelets run with. What
 // the upstream kubelet needs on this machine: the cgroupfs driver (the dev
-// containerd's runc), no swap check, its ports off the defaults, no
-// anonymous or webhook auth to set up, and image GC and hard eviction that
-// cannot trip during a run. Skiff reads the same file.
-func kubeletConfig(cri string, port, healthzPort int) string {
+// containerd's runc), no swap check, its ports off the defaults, client
+// certificates of the cluster CA (the apiserver's node proxy) and no
+// anonymous or webhook auth, and image GC and hard eviction that cannot
+// trip during a run. Skiff reads the same file.
+func kubeletConfig(cri string, port, healthzPort int, clientCA string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: %s
@@ -136,6 +137,8 @@ healthzPort: %d
 healthzBindAddress: 127.0.0.1
 readOnlyPort: 0
 authentication:
+  x509:
+    clientCAFile: %s
   anonymous:
     enabled: false
   webhook:
@@ -151,7 +154,7 @@ evictionHard:
   nodefs.inodesFree: "1%%"
 resolvConf: /etc/resolv.conf
 clusterDomain: cluster.local
-`, cri, port, healthzPort)
+`, cri, port, healthzPort, clientCA)
 }
 
 // waitNode waits for the bench Node to be Ready.

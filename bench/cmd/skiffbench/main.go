@@ -35,6 +35,8 @@ type options struct {
 	outDir        string
 	note          string
 	profile       bool
+	heapProfile   bool
+	importCost    bool
 	bare          bool
 	quietIdle     float64
 	quietMax      time.Duration
@@ -57,11 +59,20 @@ func main() {
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON and Markdown results")
 	flag.StringVar(&o.note, "note", "", "a note written into the results (e.g. what else ran on the machine)")
 	flag.BoolVar(&o.profile, "profile", true, "write a CPU profile of every Skiff run next to the results (skiff --cpu-profile)")
+	flag.BoolVar(&o.heapProfile, "heap-profile", true, "fetch each kubelet's heap profile through the apiserver's node proxy at the end of the large batch's hold (workload b), and keep the last with the results")
 	flag.BoolVar(&o.bare, "bare", true, "also run the batches (a, b) straight through CRI with no kubelet: the runtime's own limit, the \"× runtime limit\" column")
 	flag.Float64Var(&o.quietIdle, "quiet-idle", 0.8, "before each workload, wait until the machine's CPUs were this idle over 5 s (0 to not wait)")
 	flag.DurationVar(&o.quietMax, "quiet-max", 90*time.Second, "the longest wait for the machine to be quiet")
+	flag.BoolVar(&o.importCost, "import-cost", false, "only measure what Skiff's libraries cost a process (binary size, RSS) with programs that import them, and write the table to -out")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if o.importCost {
+		if err := importCost(context.Background(), o.outDir); err != nil {
+			fmt.Fprintln(os.Stderr, "skiffbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "skiffbench:", err)
 		os.Exit(2)

@@ -24,6 +24,7 @@ type results struct {
 	Workloads []*workloadResult `json:"workloads"`
 	Nodes     []*nodeResult     `json:"nodes"`
 	profiles  []string
+	heaps     map[string]string // kubelet kind: its last heap profile
 	skiffBin  string
 	order     []string // workloads in run order
 }
@@ -76,6 +77,7 @@ func newResults(o options) *results {
 			"idle": o.idle.String(), "hold": o.hold.String(), "quietIdle": fmt.Sprint(o.quietIdle),
 		},
 		order:    strings.Split(o.workloads, ","),
+		heaps:    map[string]string{},
 		skiffBin: o.skiffBin,
 	}
 	return r
@@ -259,6 +261,7 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 	if len(r.profiles) > 0 {
 		r.saveProfile(r.profiles[len(r.profiles)-1], base, stdout)
 	}
+	r.saveHeaps(base, stdout)
 	return nil
 }
 

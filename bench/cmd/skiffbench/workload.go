@@ -72,10 +72,11 @@ func parallel(n, width int, f func(i int)) {
 }
 
 // runBatch creates n pods at once, waits until all are Ready, holds them
-// for hold, then deletes them all at once and waits until they are gone.
-func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int, probe bool, hold time.Duration) batchResult {
+// for hold, runs atSteady (if not nil) after the hold, then deletes them all
+// at once and waits until they are gone.
+func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int, probe bool, hold time.Duration, atSteady func()) batchResult {
 	return watched(ctx, client, ns, func(w *podWatch, pods typedcorev1.PodInterface) batchResult {
-		return batch(ctx, w, pods, n, probe, hold)
+		return batch(ctx, w, pods, n, probe, hold, atSteady)
 	})
 }
 
@@ -92,7 +93,7 @@ func watched(ctx context.Context, client kubernetes.Interface, ns string, f func
 	return r
 }
 
-func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n int, probe bool, hold time.Duration) batchResult {
+func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n int, probe bool, hold time.Duration, atSteady func()) batchResult {
 	var r batchResult
 	names := make([]string, n)
 	for i := range names {
@@ -117,6 +118,9 @@ func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n in
 		r.steadyFrom = time.Now()
 		sleepCtx(ctx, hold)
 		r.steadyTo = time.Now()
+		if atSteady != nil {
+			atSteady()
+		}
 	}
 	r.delStart = time.Now()
 	parallel(n, 25, func(i int) {
