@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // fakeStream is an EventSource whose subscriptions the test drives: each
@@ -181,6 +184,42 @@ func TestEventTriggersSyncWithoutRelist(t *testing.T) {
 	st2, _ := f.cache.Get("p")
 	if st2.Name != st.Name {
 		t.Errorf("the relist replaced the event's status %q with %q", st.Name, st2.Name)
+	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// The running gauges follow an event's read, without waiting for the
+// relist that comes only every EventedPeriod.
+func TestEventUpdatesRunningGauges(t *testing.T) {
+	f := startEvented(t)
+	exitedNow := func() float64 {
+		return gaugeValue(t, metrics.RunningContainers.WithLabelValues(string(container.StateExited)))
+	}
+	if got := gaugeValue(t, metrics.RunningPods); got != 1 {
+		t.Fatalf("running pods after the relist = %v, want 1", got)
+	}
+	if got := exitedNow(); got != 0 {
+		t.Fatalf("exited containers after the relist = %v, want 0", got)
+	}
+	f.rt.set(pod("p", sbs(sb("s1", exited)), ctr("c1", exited)))
+	f.sub.ch <- event("p", "c1", runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	nextEvents(t, f.p, 1)
+	if got := exitedNow(); got != 1 {
+		t.Errorf("exited containers after the event = %v, want 1", got)
+	}
+	if got := gaugeValue(t, metrics.RunningPods); got != 0 {
+		t.Errorf("running pods after the event = %v, want 0", got)
+	}
+	if n := f.rt.listCalls(); n != 2 {
+		t.Errorf("the event caused a relist (%d list calls, want 2)", n)
 	}
 }
 
