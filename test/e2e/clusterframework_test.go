@@ -240,7 +240,10 @@ func traceDir(t *testing.T) (string, []v1.Volume, []v1.VolumeMount) {
 }
 
 // sleeper traps TERM so deletion is prompt, as a well-behaved workload.
-const sleeper = "trap 'exit 0' TERM; while true; do sleep 1; done"
+// The shell waits for each sleep in the background: a trap runs only
+// once the foreground command is done, and would otherwise wait for up
+// to a second of it, a random delay in every deletion a test times.
+const sleeper = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"
 
 // tcpProxy forwards connections to an upstream address until cut.
 type tcpProxy struct {

@@ -26,7 +26,8 @@ func TestMetricsAfterPodStart(t *testing.T) {
 
 	var mfs map[string]*dto.MetricFamily
 	// The pod start is observed when the status shows it running, and the
-	// running gauges on the next relist: give both a moment.
+	// running gauges when the PLEG next reads the runtime: give both a
+	// moment.
 	waitFor(t, 10*time.Second, "pod start observed", func() (bool, error) {
 		var err error
 		if mfs, err = scrape(n.url("/metrics")); err != nil {
