@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -72,27 +71,15 @@ func goMemoryLines(exposition []byte) []byte {
 // text.
 func (r *results) saveHeaps(base string, stdout io.Writer) {
 	for kind, src := range r.heaps {
-		raw, err := os.ReadFile(src)
-		if err != nil {
-			fmt.Fprintf(stdout, "no heap profile of %s: %v\n", kind, err)
-			continue
-		}
-		if stats, err := os.ReadFile(memstatsPath(src)); err == nil {
-			_ = os.WriteFile(memstatsPath(fmt.Sprintf("%s-%s.heap.pprof", base, kind)), stats, 0o644)
-		}
 		dst := fmt.Sprintf("%s-%s.heap.pprof", base, kind)
-		if err := os.WriteFile(dst, raw, 0o644); err != nil {
-			fmt.Fprintf(stdout, "saving the heap profile of %s: %v\n", kind, err)
+		if stats, err := os.ReadFile(memstatsPath(src)); err == nil {
+			_ = os.WriteFile(memstatsPath(dst), stats, 0o644)
+		}
+		txt := strings.TrimSuffix(dst, ".pprof") + ".txt"
+		if err := keepProfile(src, dst, txt, "-sample_index=inuse_space"); err != nil {
+			fmt.Fprintf(stdout, "heap profile of %s: %v\n", kind, err)
 			continue
 		}
-		out, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=40", dst).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(stdout, "go tool pprof: %v\n%s", err, out)
-			continue
-		}
-		txt := fmt.Sprintf("%s-%s.heap.txt", base, kind)
-		if err := os.WriteFile(txt, out, 0o644); err == nil {
-			fmt.Fprintf(stdout, "heap profile of %s with every pod of the large batch Ready: %s (top: %s)\n", kind, dst, txt)
-		}
+		fmt.Fprintf(stdout, "heap profile of %s with every pod of the large batch Ready: %s (top: %s)\n", kind, dst, txt)
 	}
 }

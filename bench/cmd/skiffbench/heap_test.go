@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // Only the Go runtime's memory, goroutine and thread samples are kept.
 func TestGoMemoryLines(t *testing.T) {
@@ -8,5 +14,24 @@ func TestGoMemoryLines(t *testing.T) {
 	want := "go_memstats_heap_inuse_bytes 6.5e+06\ngo_goroutines 120\ngo_threads 12\n"
 	if got := string(goMemoryLines([]byte(in))); got != want {
 		t.Errorf("goMemoryLines = %q, want %q", got, want)
+	}
+}
+
+// keepProfile copies a profile and writes pprof's top of it with the
+// given arguments (here a committed heap profile of a 100-pod run).
+func TestKeepProfile(t *testing.T) {
+	dir := t.TempDir()
+	dst, txt := filepath.Join(dir, "x.heap.pprof"), filepath.Join(dir, "x.heap.txt")
+	src := "../../results/2026-11-26T0621Z-vm-containerd-2.4.2-skiff.heap.pprof"
+	if err := keepProfile(src, dst, txt, "-sample_index=inuse_space"); err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := os.ReadFile(src)
+	if copied, err := os.ReadFile(dst); err != nil || !bytes.Equal(copied, orig) {
+		t.Errorf("the profile was not copied: %v", err)
+	}
+	top, err := os.ReadFile(txt)
+	if err != nil || !strings.Contains(string(top), "Type: inuse_space") {
+		t.Errorf("top of the profile = %q, %v; want an inuse_space top", top, err)
 	}
 }

@@ -268,24 +268,30 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 // saveProfile keeps the last Skiff run's CPU profile next to the results,
 // with `go tool pprof -top` of it as text.
 func (r *results) saveProfile(src, base string, stdout io.Writer) {
+	dst, txt := base+"-skiff.cpu.pprof", base+"-skiff.cpu.txt"
+	if err := keepProfile(src, dst, txt, r.skiffBin); err != nil {
+		fmt.Fprintf(stdout, "CPU profile: %v\n", err)
+		return
+	}
+	fmt.Fprintf(stdout, "CPU profile of the last Skiff run: %s (top: %s)\n", dst, txt)
+}
+
+// keepProfile copies a profile to dst and writes `go tool pprof -top` of
+// it, with args before the profile, to txt.
+func keepProfile(src, dst, txt string, args ...string) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
-		fmt.Fprintf(stdout, "no CPU profile: %v\n", err)
-		return
+		return err
 	}
-	dst := base + "-skiff.cpu.pprof"
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		fmt.Fprintf(stdout, "saving the CPU profile: %v\n", err)
-		return
+		return err
 	}
-	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", r.skiffBin, dst).CombinedOutput()
+	cmd := append(append([]string{"tool", "pprof", "-top", "-nodecount=40"}, args...), dst)
+	out, err := exec.Command("go", cmd...).CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(stdout, "go tool pprof: %v\n%s", err, out)
-		return
+		return fmt.Errorf("go tool pprof: %w\n%s", err, out)
 	}
-	if err := os.WriteFile(base+"-skiff.cpu.txt", out, 0o644); err == nil {
-		fmt.Fprintf(stdout, "CPU profile of the last Skiff run: %s (top: %s-skiff.cpu.txt)\n", dst, base)
-	}
+	return os.WriteFile(txt, out, 0o644)
 }
 
 func describeMachine() machine {
