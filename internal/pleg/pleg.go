@@ -247,7 +247,7 @@ func (p *PLEG) Relist(ctx context.Context) {
 	p.pods, p.reinspect, p.lastOK = current, reinspect, ts
 	p.mu.Unlock()
 	metrics.PLEGLastSeen.Set(float64(ts.Unix()))
-	recordRunning(pods)
+	recordRunning(current)
 	p.send(events)
 }
 
@@ -313,8 +313,9 @@ func states(p *container.Pod) map[string]container.State {
 	return m
 }
 
-// recordRunning sets the running pods and containers gauges from a relist.
-func recordRunning(pods []*container.Pod) {
+// recordRunning sets the running pods and containers gauges from the
+// PLEG's view of every pod.
+func recordRunning(pods map[types.UID]*container.Pod) {
 	running := 0
 	byState := map[container.State]int{
 		container.StateCreated: 0, container.StateRunning: 0, container.StateExited: 0, container.StateUnknown: 0,

@@ -132,12 +132,8 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 	// The running gauges follow the reads too, not only the relist, which
 	// comes every EventedPeriod while events flow.
 	p.mu.Lock()
-	all := make([]*container.Pod, 0, len(p.pods))
-	for _, pod := range p.pods {
-		all = append(all, pod)
-	}
+	recordRunning(p.pods)
 	p.mu.Unlock()
-	recordRunning(all)
 	p.send(events)
 }
 
