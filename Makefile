@@ -6,9 +6,9 @@
 #               (etcd, apiserver, controller-manager, scheduler) and Skiff as
 #               its node; run an example Deployment
 #   make down   stop all of it (and every pod they ran)
-#   make test   lint (gofmt, go vet, staticcheck), unit tests, then
-#               end-to-end tests against the dev containerd (all on
-#               containerd 2.x, a subset on 1.6) and a real control plane
+#   make test   lint (gofmt, go vet, staticcheck, code limits), unit and
+#               fuzz tests, then the end-to-end suite against the dev
+#               containerd (2.x, then 1.6) and a real control plane
 #   make lint   the lint step alone
 #   make bench  Skiff vs the upstream kubelet, side by side (bench/results)
 
@@ -23,13 +23,15 @@ E2E_LOCK := /run/skiff-dev/e2e.lock
 RUN ?= .
 # make e2e E2EFLAGS=-v passes flags to that go test.
 E2EFLAGS ?=
+# How many of the tests on the shared node run at once (t.Parallel).
+E2E_PARALLEL ?= 8
 # The containerd the end-to-end tests (and make runtime/up) run on:
 # containerd (Debian's 1.6) or containerd2 (2.x, built into
 # _output/containerd2/bin). hack/containerd.sh and the tests read it.
 SKIFF_RUNTIME ?= containerd
 export SKIFF_RUNTIME
 
-.PHONY: deps build runtime tools lint test fuzz e2e e2e-subset bench bench-imports up down
+.PHONY: deps build runtime tools lint test fuzz e2e bench bench-imports up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -55,43 +57,17 @@ lint:
 	hack/build-tools.sh staticcheck
 	hack/lint.sh
 
-# The whole end-to-end suite runs on containerd 2.x, what nodes run today;
-# on containerd 1.6 runs the subset that covers what differs between the
-# versions through CRI (pod lifecycle and exit codes, runtime restarts,
-# exec/attach/port-forward and logs, probes, cgroups and OOM kills, stats
-# and metrics, registry pulls and their errors, eviction, the sandbox
-# image, the node's runtime version): about 10 minutes, to stay within
-# CI's 90 with the whole suite's 45. Both runs go ahead even if the first
-# fails.
-E2E_FULL_RUNTIME := containerd2
-E2E_SUBSET_RUNTIME := containerd
-E2E_SUBSET_TESTS := TestNodeRegistersAndRenewsLease \
-	TestDeploymentRunsAndIsDeleted TestFailedPodReportsExitCode \
-	TestKilledContainerIsRestarted TestCrashLoopBacksOff TestInitContainers \
-	TestSidecars TestTerminationMessages TestRestartAdoptsRunningPods \
-	TestContainerdRestart TestEventStreamBreakLosesNoStatus TestExternalKillReported \
-	TestKubectlThroughKubeletAPI TestKubectlLogs TestContainerLogRotation \
-	TestLivenessAndStartupProbes TestReadinessProbe TestProbeHandlers \
-	TestPodCgroupsAndOOMKill TestStatsSummaryBusyPod TestMetricsAfterPodStart \
-	TestImagePullSecrets TestImagePullPolicies TestImagePullBackOff \
-	TestMemoryPressureEviction TestEphemeralStorageLimitEviction \
-	TestSandboxImageIsTheRuntimes TestHostPortAndHostNetwork \
-	TestSecurityContext TestOwnContainerdFromConfigScript
-_space := $(subst ,, )
-E2E_SUBSET := $(subst $(_space),|,$(strip $(E2E_SUBSET_TESTS)))
-
-# make test's second end-to-end run alone.
-e2e-subset:
-	$(MAKE) --no-print-directory e2e SKIFF_RUNTIME=$(E2E_SUBSET_RUNTIME) RUN='^($(E2E_SUBSET))$$'
-
-test: deps tools
-	hack/lint.sh
-	go test ./...
-	$(MAKE) --no-print-directory fuzz
-	@rc=0; \
-	$(MAKE) --no-print-directory e2e SKIFF_RUNTIME=$(E2E_FULL_RUNTIME) || rc=1; \
-	$(MAKE) --no-print-directory e2e-subset || rc=1; \
-	exit $$rc
+# make test runs every phase through hack/test.sh, which prints each
+# phase's time against its budget and the slowest end-to-end tests, and
+# stops with a message naming them once TEST_CAP_MINUTES is reached (well
+# inside CI's 90 minutes). The budgets are for a cold machine (no Go build
+# cache, no _output) with 2 cores. The whole end-to-end suite runs on
+# containerd 2.x and on 1.6, in turn.
+TEST_CAP_MINUTES := 75
+TEST_BUDGETS := tools=18 lint=4 unit=6 fuzz=3 cluster=3 e2e-containerd2=20 e2e-containerd=20
+E2E_RUNTIMES := containerd2 containerd
+test:
+	TEST_CAP_MINUTES=$(TEST_CAP_MINUTES) TEST_BUDGETS='$(TEST_BUDGETS)' E2E_RUNTIMES='$(E2E_RUNTIMES)' hack/test.sh
 
 # Each fuzz target for a count of inputs (go test -fuzz takes one target of
 # one package at a time). Counts, not durations: a duration's deadline races
@@ -124,11 +100,13 @@ fuzz:
 # default version, which checkouts whose hack/containerd.sh predates
 # SKIFF_RUNTIME take for granted.
 e2e: deps tools
+	go build -o bin/testreport ./hack/testreport
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
 	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c '\
 		hack/containerd.sh start || exit; \
-		go test -tags e2e -count=1 -p 1 -timeout 80m $(E2EFLAGS) -run "$$1" ./test/cluster/... ./test/e2e/...; rc=$$?; \
+		bin/testreport -deadline "$${SKIFF_TEST_DEADLINE:-0}" -times "$${SKIFF_TEST_TIMES:-}" -label "$$SKIFF_RUNTIME" -- \
+			go test -json -tags e2e -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 80m $(E2EFLAGS) -run "$$1" ./test/e2e/...; rc=$$?; \
 		if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
 		exit $$rc' _ '$(RUN)'
 

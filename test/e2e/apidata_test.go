@@ -19,7 +19,7 @@ import (
 // modes and fsGroup; a ConfigMap update reaches the running container;
 // downward API labels follow the pod.
 func TestConfigMapSecretDownwardAPIVolumes(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := context.Background()
 	_, err := cn.admin.CoreV1().ConfigMaps(cn.ns).Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "conf"},
@@ -53,7 +53,6 @@ done`)
 	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
 		{Name: "cm", MountPath: "/cm"}, {Name: "sec", MountPath: "/sec"}, {Name: "info", MountPath: "/info"},
 	}
-	cn.start()
 	created := cn.createPod(t, p)
 	cn.waitPod(t, cn.ns, "data", 60*time.Second, "running", isReady)
 	logFile := filepath.Join(podLogsRoot, cn.ns+"_data_"+string(created.UID), "main", "0.log")

@@ -36,9 +36,7 @@ const (
 // followed log outliving the server's timeouts is shown by the server's
 // unit tests, with short timeouts.)
 func TestKubeletAPIIdleTimeoutAndLongStreams(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
-	cn.waitNodeReady(t, v1.ConditionTrue, 90*time.Second)
+	cn := sharedNode(t)
 	web := busyboxPod("web", "mkdir -p /www && echo long-lived > /www/index.html && httpd -p 8080 -h /www && "+sleeper)
 	cn.createPod(t, web)
 	cn.waitPod(t, cn.ns, "web", 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })

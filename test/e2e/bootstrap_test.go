@@ -29,12 +29,11 @@ type bootstrapNode struct {
 	tokenID    string
 }
 
-// newBootstrapNode prepares a Skiff joining c with a fresh bootstrap token;
-// extraConfig is appended to its KubeletConfiguration.
-func newBootstrapNode(t *testing.T, c *cluster.Cluster, extraConfig string) *bootstrapNode {
+// newBootstrapNode prepares n, a Skiff, to join c with a fresh bootstrap
+// token; extraConfig is appended to its KubeletConfiguration.
+func newBootstrapNode(t *testing.T, c *cluster.Cluster, n *node, extraConfig string) *bootstrapNode {
 	t.Helper()
 	ctx := context.Background()
-	n := newNode(t)
 	cn := &clusterNode{node: n, c: c, admin: c.Client()}
 	cn.ns = c.NewNamespace(ctx, t)
 	t.Cleanup(func() { cn.deleteAllPods() })
@@ -130,7 +129,7 @@ func csrCondition(r *certificatesv1.CertificateSigningRequest, typ certificatesv
 // upstream lays it out; a restart reuses it without a new CSR.
 func TestTLSBootstrapJoinsNode(t *testing.T) {
 	c := getCluster(t)
-	bn := newBootstrapNode(t, c, "")
+	bn := newBootstrapNode(t, c, newNode(t), "")
 	if _, err := os.Stat(bn.kubeconfig); !os.IsNotExist(err) {
 		t.Fatalf("kubeconfig exists before the bootstrap: %v", err)
 	}

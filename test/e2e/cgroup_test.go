@@ -42,9 +42,13 @@ func cgroupFile(t *testing.T, controller, name, file string) string {
 
 // removeE2ECgroups removes the cgroups the test's Skiff made, deepest
 // first, in every hierarchy.
-func removeE2ECgroups(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join(cgroupMount, "*", e2eCgroupRoot))
-	dirs = append(dirs, filepath.Join(cgroupMount, e2eCgroupRoot))
+func removeE2ECgroups(t *testing.T) { removeCgroups(t, e2eCgroupRoot) }
+
+// removeCgroups removes the cgroups under root, deepest first, in every
+// hierarchy.
+func removeCgroups(t *testing.T, root string) {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupMount, "*", root))
+	dirs = append(dirs, filepath.Join(cgroupMount, root))
 	for _, d := range dirs {
 		var all []string
 		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
@@ -66,14 +70,13 @@ func removeE2ECgroups(t *testing.T) {
 // allocates past its 64 Mi limit is OOMKilled and reported so; pod cgroups
 // go with their pods, and orphaned ones (not of running pods) are removed.
 func TestPodCgroupsAndOOMKill(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	kubepods := filepath.Join(e2eCgroupRoot, "kubepods")
 	// A pod cgroup left from a pod removed while no Skiff ran.
 	orphan := filepath.Join(kubepods, "besteffort", "pod0rphan-0000")
 	for _, c := range []string{"cpu", "memory"} {
 		must(t, os.MkdirAll(cgroupDir(c, orphan), 0o755))
 	}
-	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
 	limited := busyboxPod("limited", sleeper)

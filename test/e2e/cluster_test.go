@@ -20,7 +20,7 @@ import (
 // renews every 10 s; a stopped Skiff turns the node NotReady after the
 // 40 s grace period and a restarted one brings it back.
 func TestNodeRegistersAndRenewsLease(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	// The Node may be an earlier test's, Ready still: wait for this
@@ -30,7 +30,7 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 	})
 	n := cn.getNode(t)
 
-	for k, want := range map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"} {
+	for k, want := range map[string]string{"kubernetes.io/hostname": cn.hostname(), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"} {
 		if n.Labels[k] != want {
 			t.Errorf("label %s = %q, want %q", k, n.Labels[k], want)
 		}
@@ -203,8 +203,7 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 // A pod exiting 1 with restartPolicy Never ends Failed with
 // its exit code.
 func TestFailedPodReportsExitCode(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	p := busyboxPod("fails", "echo bye; exit 1")
 	p.Spec.RestartPolicy = v1.RestartPolicyNever
 	cn.createPod(t, p)
@@ -229,8 +228,8 @@ func TestFailedPodReportsExitCode(t *testing.T) {
 // A static pod appears as a mirror pod; deleting the mirror
 // pod brings it back and does not touch the static pod.
 func TestStaticPodHasMirrorPod(t *testing.T) {
-	cn := newClusterNode(t)
-	name := "mirrored-" + nodeName
+	cn := newPrivateClusterNode(t)
+	name := "mirrored-" + cn.hostname()
 	cn.writeManifest("mirrored.yaml", staticPod("mirrored", sleeper, ""))
 	cn.start()
 	mp := cn.waitPod(t, "default", name, 60*time.Second, "mirror pod Running", func(p *v1.Pod) bool {
@@ -239,7 +238,7 @@ func TestStaticPodHasMirrorPod(t *testing.T) {
 	if _, ok := mp.Annotations["kubernetes.io/config.mirror"]; !ok {
 		t.Errorf("mirror pod lacks the config.mirror annotation: %v", mp.Annotations)
 	}
-	if len(mp.OwnerReferences) != 1 || mp.OwnerReferences[0].Kind != "Node" || mp.OwnerReferences[0].Name != nodeName {
+	if len(mp.OwnerReferences) != 1 || mp.OwnerReferences[0].Kind != "Node" || mp.OwnerReferences[0].Name != cn.hostname() {
 		t.Errorf("mirror pod owner references: %+v", mp.OwnerReferences)
 	}
 	containerID := mp.Status.ContainerStatuses[0].ContainerID
@@ -262,8 +261,7 @@ func TestStaticPodHasMirrorPod(t *testing.T) {
 
 // A pod requesting more CPU than allocatable is rejected.
 func TestPodOverAllocatableIsRejected(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	p := busyboxPod("greedy", sleeper)
 	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
@@ -284,7 +282,7 @@ func TestPodOverAllocatableIsRejected(t *testing.T) {
 // Resilience: the apiserver away for a minute. Pods keep running, status
 // changes made meanwhile catch up, the lease is renewed again.
 func TestAPIServerOutage(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.createPod(t, busyboxPod("steady", "exec sleep 3600"))
 	p := cn.waitPod(t, cn.ns, "steady", 60*time.Second, "ready", isReady)
@@ -293,9 +291,9 @@ func TestAPIServerOutage(t *testing.T) {
 	cn.proxy.cut()
 	cut := time.Now()
 	time.Sleep(5 * time.Second)
-	killContainerProcess(t, id) // a change the apiserver has to learn about later
+	cn.killContainerProcess(id) // a change the apiserver has to learn about later
 	waitFor(t, 30*time.Second, "restart while the apiserver is away", func() (bool, error) {
-		for _, c := range containersOf(t, string(p.UID)) {
+		for _, c := range cn.containersOf(string(p.UID)) {
 			if c.Metadata.Attempt == 1 && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 				return true, nil
 			}
@@ -316,7 +314,7 @@ func TestAPIServerOutage(t *testing.T) {
 		return cn.lease(t).Spec.RenewTime.After(restored), nil
 	})
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	if n := len(containersOf(t, string(p.UID))); n > 2 {
+	if n := len(cn.containersOf(string(p.UID))); n > 2 {
 		t.Errorf("%d containers after the outage; only the one kill should have restarted it", n)
 	}
 }
@@ -324,7 +322,7 @@ func TestAPIServerOutage(t *testing.T) {
 // Resilience: Skiff restarted while pods run adopts them; their API status
 // stays right and restartCount does not jump.
 func TestSkiffRestartKeepsAPIPods(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.createPod(t, busyboxPod("kept", "exec sleep 3600"))
 	before := cn.waitPod(t, cn.ns, "kept", 60*time.Second, "ready", isReady).Status.ContainerStatuses[0]
@@ -346,24 +344,24 @@ func TestSkiffRestartKeepsAPIPods(t *testing.T) {
 // Resilience: containerd restarted. The node goes NotReady while it is
 // away and Ready again after; pods keep their containers.
 func TestContainerdRestart(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.createPod(t, busyboxPod("survivor", "exec sleep 3600"))
 	before := cn.waitPod(t, cn.ns, "survivor", 60*time.Second, "ready", isReady).Status.ContainerStatuses[0]
 	cn.waitNodeReady(t, v1.ConditionTrue, 30*time.Second)
 
-	stopContainerd(t)
+	cn.stopRuntime(t)
 	restarted := false
 	defer func() {
 		if !restarted {
-			startContainerd(t)
+			cn.startRuntime(t)
 		}
 	}()
 	waitFor(t, 40*time.Second, "node NotReady with the runtime down", func() (bool, error) {
 		s, msg := nodeReady(cn.getNode(t))
 		return s == v1.ConditionFalse && strings.Contains(strings.ToLower(msg), "runtime"), nil
 	})
-	startContainerd(t)
+	cn.startRuntime(t)
 	restarted = true
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	after := cn.waitPod(t, cn.ns, "survivor", 30*time.Second, "ready", isReady).Status.ContainerStatuses[0]

@@ -66,7 +66,24 @@ type clusterNode struct {
 func newClusterNode(t *testing.T) *clusterNode {
 	t.Helper()
 	c := getCluster(t)
-	n := newNode(t)
+	return joinCluster(t, c, newNode(t))
+}
+
+// newPrivateClusterNode is a cluster node of its own name on a private
+// runtime (newPrivateNode), so its test runs in parallel. createPod binds
+// the test's pods to it; the Node object goes with the test.
+func newPrivateClusterNode(t *testing.T) *clusterNode {
+	t.Helper()
+	c := getCluster(t)
+	n := newPrivateNode(t)
+	n.name = fmt.Sprintf("%s-%d", nodeName, n.rt.id)
+	cn := joinCluster(t, c, n)
+	t.Cleanup(func() { _ = cn.admin.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
+	return cn
+}
+
+func joinCluster(t *testing.T, c *cluster.Cluster, n *node) *clusterNode {
+	t.Helper()
 	cn := &clusterNode{node: n, c: c, admin: c.Client()}
 	cn.ns = c.NewNamespace(context.Background(), t)
 	apiURL := c.APIServerURL()
@@ -75,7 +92,7 @@ func newClusterNode(t *testing.T) *clusterNode {
 	// and still reaches the apiserver through the proxy.
 	t.Cleanup(func() { cn.deleteAllPods() })
 	kubeconfig := filepath.Join(filepath.Dir(n.config), "node.kubeconfig")
-	must(t, c.NodeKubeconfig(nodeName, kubeconfig))
+	must(t, c.NodeKubeconfig(n.hostname(), kubeconfig))
 	b, err := os.ReadFile(kubeconfig)
 	must(t, err)
 	// The apiserver certificate is valid for 127.0.0.1, where the proxy is.
@@ -105,12 +122,18 @@ func (cn *clusterNode) ctx() context.Context { return context.Background() }
 func (cn *clusterNode) deleteAllPods() {
 	ctx := context.Background()
 	pods := cn.admin.CoreV1().Pods(cn.ns)
+	var uids []string
+	if list, err := pods.List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range list.Items {
+			uids = append(uids, string(p.UID))
+		}
+	}
 	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		list, err := pods.List(ctx, metav1.ListOptions{})
 		// Skiff removes a pod's volumes after its API object is gone.
-		if err == nil && len(list.Items) == 0 && cn.podDirsGone() {
+		if err == nil && len(list.Items) == 0 && cn.podDirsGone(uids) {
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -121,17 +144,27 @@ func (cn *clusterNode) deleteAllPods() {
 	_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 }
 
-// podDirsGone reports whether Skiff has removed every pod directory
-// (volumes included) under its root.
-func (cn *clusterNode) podDirsGone() bool {
-	entries, err := os.ReadDir(filepath.Join(cn.root, "pods"))
+// podDirsGone reports whether Skiff has removed the pod directories
+// (volumes included) under its root: of the pods with these UIDs on the
+// shared node, of every pod on a node of the test's own.
+func (cn *clusterNode) podDirsGone(uids []string) bool {
+	dir := filepath.Join(cn.root, "pods")
+	if cn.shared {
+		for _, uid := range uids {
+			if _, err := os.Lstat(filepath.Join(dir, uid)); err == nil {
+				return false
+			}
+		}
+		return true
+	}
+	entries, err := os.ReadDir(dir)
 	return err != nil || len(entries) == 0
 }
 
 // getNode returns the Node object of the test node.
 func (cn *clusterNode) getNode(t *testing.T) *v1.Node {
 	t.Helper()
-	n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), nodeName, metav1.GetOptions{})
+	n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 	must(t, err)
 	return n
 }
@@ -149,7 +182,7 @@ func nodeReady(n *v1.Node) (v1.ConditionStatus, string) {
 func (cn *clusterNode) waitNodeReady(t *testing.T, want v1.ConditionStatus, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, timeout, fmt.Sprintf("node Ready=%s", want), func() (bool, error) {
-		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), nodeName, metav1.GetOptions{})
+		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -163,14 +196,18 @@ func (cn *clusterNode) waitNodeReady(t *testing.T, want v1.ConditionStatus, time
 
 func (cn *clusterNode) lease(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
-	l, err := cn.admin.CoordinationV1().Leases("kube-node-lease").Get(cn.ctx(), nodeName, metav1.GetOptions{})
+	l, err := cn.admin.CoordinationV1().Leases("kube-node-lease").Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 	must(t, err)
 	return l
 }
 
-// createPod creates a pod in the test namespace.
+// createPod creates a pod in the test namespace. A pod bound to nodeName
+// (as busyboxPod's are) is bound to this node, whatever its name.
 func (cn *clusterNode) createPod(t *testing.T, p *v1.Pod) *v1.Pod {
 	t.Helper()
+	if p.Spec.NodeName == nodeName {
+		p.Spec.NodeName = cn.hostname()
+	}
 	p, err := cn.admin.CoreV1().Pods(cn.ns).Create(cn.ctx(), p, metav1.CreateOptions{})
 	must(t, err)
 	return p

@@ -48,7 +48,7 @@ providers:
   - {name: REG_USER, value: %s}
 `, r.Host, regUser)), 0o644))
 
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.start("--image-credential-provider-config", config, "--image-credential-provider-bin-dir", binDir)
 	image := r.Host + "/e2e/busybox:plugin"
 	pod := func(name string) string {

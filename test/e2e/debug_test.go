@@ -15,8 +15,7 @@ import (
 // pod: started once in the target container's PID namespace, reported in
 // ephemeralContainerStatuses, their logs readable and stdin attachable.
 func TestKubectlDebug(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.createPod(t, busyboxPod("target", "exec sleep 31337"))
 	cn.waitPod(t, cn.ns, "target", 60*time.Second, "Ready", isReady)
 

@@ -13,7 +13,7 @@ import (
 // hostAliases appear in /etc/hosts, and
 // dnsPolicy None with a dnsConfig gives exactly that resolv.conf.
 func TestHostsFileAndDNSConfig(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("dns.yaml", staticPod("dns", "cat /etc/hosts /etc/resolv.conf; exec sleep 3600", `  hostAliases:
   - ip: 10.1.2.3
     hostnames: [foo.local, bar.local]

@@ -20,13 +20,12 @@ import (
 // with CreateContainerConfigError and upstream's message; once the object
 // exists, the container starts.
 func TestEnvMissingReference(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := context.Background()
 	no := false
 	ref := func(name, key string) *v1.EnvVarSource {
 		return &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: name}, Key: key, Optional: &no}}
 	}
-	cn.start()
 	_, err := cn.admin.CoreV1().ConfigMaps(cn.ns).Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "present"}, Data: map[string]string{"a": "1"},
 	}, metav1.CreateOptions{})

@@ -25,7 +25,7 @@ import (
 // references that are missing, service variables, and command/args
 // expansion.
 func TestContainerEnv(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := context.Background()
 	_, err := cn.admin.CoreV1().ConfigMaps(cn.ns).Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "env-cm"},
@@ -115,7 +115,6 @@ func TestContainerEnv(t *testing.T) {
 		Args:    []string{"$(PLAIN)-x", "$$(PLAIN)", "$(NOPE)", "$(MY_SVC_SERVICE_PORT_HTTP)"},
 		Env:     []v1.EnvVar{{Name: "PLAIN", Value: "plain"}},
 	})
-	cn.start()
 	created := cn.createPod(t, p)
 	done := cn.waitPod(t, cn.ns, "env", 60*time.Second, "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
 

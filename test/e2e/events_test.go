@@ -55,7 +55,7 @@ func neverRestarting(t *testing.T, cn *clusterNode, prefix string, n int) (names
 		p := cn.waitPod(t, cn.ns, name, 90*time.Second, "ready", isReady)
 		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 		ids = append(ids, id)
-		pids = append(pids, runtimePid(t, id))
+		pids = append(pids, runtimePidIn(t, cn.runtime(), id))
 	}
 	return names, ids, pids
 }
@@ -88,8 +88,7 @@ func eventedMetrics(t *testing.T, cn *clusterNode) (conns, errs float64, events 
 // (GetContainerEvents unimplemented) from its relist.
 func TestExternalKillReported(t *testing.T) {
 	evented := runtimeStreamsEvents(t)
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	names, _, pids := neverRestarting(t, cn, "killed", 3)
 
@@ -126,7 +125,7 @@ func TestExternalKillReported(t *testing.T) {
 // resubscribed are all reported; none is lost with the stream.
 func TestEventStreamBreakLosesNoStatus(t *testing.T) {
 	evented := runtimeStreamsEvents(t)
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	names, ids, pids := neverRestarting(t, cn, "broken", 4)
@@ -142,12 +141,12 @@ func TestEventStreamBreakLosesNoStatus(t *testing.T) {
 	// container's state unknown, which kubelets restart whatever the
 	// policy (upstream's ShouldContainerBeRestarted).
 	waitFor(t, 30*time.Second, "the runtime to record the first exit", func() (bool, error) {
-		st, err := runtimeSvc.ContainerStatus(context.Background(), ids[0], false)
+		st, err := cn.runtime().ContainerStatus(context.Background(), ids[0], false)
 		return err == nil && st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED, nil
 	})
-	stopContainerd(t)
+	cn.stopRuntime(t)
 	must(t, syscall.Kill(pids[1], syscall.SIGKILL))
-	startContainerd(t)
+	cn.startRuntime(t)
 	must(t, syscall.Kill(pids[2], syscall.SIGKILL))
 	if evented {
 		waitFor(t, 60*time.Second, "a resubscribed event stream", func() (bool, error) {

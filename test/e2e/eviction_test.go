@@ -15,8 +15,7 @@ import (
 // (Failed, reason Evicted, an Event naming the volume and the limit); a
 // pod within its limit keeps running.
 func TestEmptyDirSizeLimitEviction(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	withScratch := func(name, script string) *v1.Pod {
 		p := busyboxPod(name, script)

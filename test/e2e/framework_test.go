@@ -1,8 +1,14 @@
 //go:build e2e
 
 // Package e2e runs Skiff against a real containerd: SKIFF_CRI_ENDPOINT names
-// it (make test starts one). Tests run one at a time: two kubelets on one
-// containerd would remove each other's pods as orphans.
+// it (make test starts one). Two kubelets on one containerd would remove
+// each other's pods as orphans, so the suite runs in two groups that never
+// overlap (Go runs a package's sequential tests before its parallel ones):
+//   - tests that restart or reconfigure Skiff or the runtime, fill memory or
+//     disk, or need node-wide figures start a Skiff of their own (newNode,
+//     newClusterNode) and run first, one at a time;
+//   - tests that only run pods share one Skiff joined to the control plane
+//     (sharedNode, which calls t.Parallel), each in its own namespace.
 package e2e
 
 import (
@@ -67,6 +73,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopShared()
 	stopCluster()
 	removeTestPods()
 	os.RemoveAll(dir)
@@ -89,12 +96,98 @@ type node struct {
 	args                 []string // extra flags for every start
 	cmd                  *exec.Cmd
 	exited               chan struct{}
+	// shared marks a test's view of the shared node (shared_test.go),
+	// which no test may start or stop; ns is that test's namespace, the
+	// only one whose pods it sees by name.
+	shared bool
+	ns     string
+	// rt is the node's private runtime (newPrivateNode), endpoint its
+	// CRI endpoint; the dev containerd's when empty.
+	rt       *privateRuntime
+	endpoint string
+	name     string // the node's name when not nodeName
 }
 
-// newNode prepares (but does not start) a Skiff. Cleanup removes its pods.
+// stopRuntime stops the node's containerd (its pods keep running);
+// startRuntime starts it again.
+func (n *node) stopRuntime(t *testing.T) {
+	t.Helper()
+	if n.rt != nil {
+		n.rt.stopDaemon(t)
+		return
+	}
+	stopContainerd(t)
+}
+
+func (n *node) startRuntime(t *testing.T) {
+	t.Helper()
+	if n.rt != nil {
+		n.rt.start(t)
+		return
+	}
+	startContainerd(t)
+}
+
+// hostname is the node's name: nodeName, unless it has one of its own.
+func (n *node) hostname() string {
+	if n.name != "" {
+		return n.name
+	}
+	return nodeName
+}
+
+func (n *node) runtimeEndpoint() string {
+	if n.endpoint != "" {
+		return n.endpoint
+	}
+	return criEndpoint
+}
+
+// newNode prepares (but does not start) a Skiff on the dev containerd.
+// Cleanup removes its pods. Its test runs alone (not in parallel).
 func newNode(t *testing.T) *node {
 	t.Helper()
+	if sharedStarted.Load() {
+		t.Fatal("newNode in the parallel phase: a Skiff of its own would remove the shared node's pods as orphans; " +
+			"a test with its own Skiff must not call t.Parallel (or must use newPrivateNode)")
+	}
 	removeTestPods() // start from a clean runtime
+	n := prepareNode(t, e2eCgroupRoot)
+	t.Cleanup(func() {
+		n.cleanup()
+		removeTestPods()
+		removeE2ECgroups(t)
+	})
+	return n
+}
+
+// newPrivateNode prepares (but does not start) a Skiff on a private
+// runtime of the test's own, and marks the test parallel. The node's
+// tests reach that runtime through n.rt, not runtimeSvc.
+func newPrivateNode(t *testing.T) *node {
+	t.Helper()
+	t.Parallel()
+	rt := newPrivateRuntime(t)
+	n := prepareNode(t, rt.cgroupRoot)
+	n.rt, n.endpoint = rt, rt.endpoint
+	t.Cleanup(n.cleanup) // before the runtime's: cleanups run last-in first-out
+	return n
+}
+
+// cleanup stops Skiff and shows its log if the test failed.
+func (n *node) cleanup() {
+	if n.cmd != nil {
+		n.stop()
+	}
+	if n.t.Failed() {
+		if b, err := os.ReadFile(n.logPath); err == nil {
+			n.t.Logf("skiff log:\n%s", tail(string(b), 150))
+		}
+	}
+}
+
+func prepareNode(t *testing.T, cgroupRoot string) *node {
+	t.Helper()
 	dir := t.TempDir()
 	n := &node{
 		t:         t,
@@ -114,20 +207,8 @@ healthzPort: %d
 fileCheckFrequency: 2s
 podCIDR: 10.88.0.0/16
 cgroupRoot: %s
-%s`, n.port, n.apiPort, n.healthzPort, e2eCgroupRoot, standaloneAuth)
+%s`, n.port, n.apiPort, n.healthzPort, cgroupRoot, standaloneAuth)
 	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
-	t.Cleanup(func() {
-		if n.cmd != nil {
-			n.stop()
-		}
-		if t.Failed() {
-			if b, err := os.ReadFile(n.logPath); err == nil {
-				t.Logf("skiff log:\n%s", tail(string(b), 150))
-			}
-		}
-		removeTestPods()
-		removeE2ECgroups(t)
-	})
 	return n
 }
 
@@ -158,14 +239,25 @@ func (n *node) setAuth(auth string) {
 // start runs Skiff and waits for its read-only API to answer.
 func (n *node) start(extraArgs ...string) {
 	n.t.Helper()
+	if n.shared {
+		n.t.Fatal("the shared node is started once for all parallel tests; a test that starts Skiff needs its own (newNode)")
+	}
+	must(n.t, n.launch(extraArgs...))
+	must(n.t, n.waitHealthy(20*time.Second))
+}
+
+// launch starts the Skiff process with the node's arguments.
+func (n *node) launch(extraArgs ...string) error {
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	must(n.t, err)
+	if err != nil {
+		return err
+	}
 	args := append([]string{
 		"--config", n.config,
-		"--container-runtime-endpoint", criEndpoint,
+		"--container-runtime-endpoint", n.runtimeEndpoint(),
 		"--root-dir", n.root,
 		"--pod-manifest-path", n.manifests,
-		"--hostname-override", nodeName,
+		"--hostname-override", n.hostname(),
 		"--v", "2",
 	}, append(n.args, extraArgs...)...)
 	n.cmd = exec.Command(skiffBin, args...)
@@ -173,27 +265,43 @@ func (n *node) start(extraArgs ...string) {
 	// A test run that is killed takes its Skiff with it: a stray one would
 	// remove the next run's pods as orphans.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	must(n.t, n.cmd.Start())
+	if err := n.cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
 	n.exited = make(chan struct{})
 	go func() { _ = n.cmd.Wait(); logf.Close(); close(n.exited) }()
-	waitFor(n.t, 20*time.Second, "skiff healthz", func() (bool, error) {
+	return nil
+}
+
+// waitHealthy waits for the read-only API's /healthz to answer 200.
+func (n *node) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
 		select {
 		case <-n.exited:
-			return false, fmt.Errorf("skiff exited early: %s", tail(n.log(), 20))
+			return fmt.Errorf("skiff exited early: %s", tail(n.log(), 20))
 		default:
 		}
-		resp, err := http.Get(n.url("/healthz"))
-		if err != nil {
-			return false, nil
+		if resp, err := http.Get(n.url("/healthz")); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("skiff's /healthz did not answer 200 within %v", timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // stop sends SIGTERM and waits for Skiff to exit.
 func (n *node) stop() {
 	n.t.Helper()
+	if n.shared {
+		n.t.Fatal("the shared node runs until the suite ends; a test that stops Skiff needs its own (newNode)")
+	}
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.exited:
@@ -252,7 +360,7 @@ func (n *node) pod(name string) (*v1.Pod, error) {
 		return nil, err
 	}
 	for i := range pods {
-		if pods[i].Name == name {
+		if pods[i].Name == name && (n.ns == "" || pods[i].Namespace == n.ns) {
 			return &pods[i], nil
 		}
 	}
@@ -297,21 +405,51 @@ spec:
 `, name, testLabel, extra, busybox, script)
 }
 
-// sandboxes and containers of a pod UID, straight from containerd.
+// sandboxes and containers of a pod UID, straight from the dev containerd.
 func sandboxesOf(t *testing.T, uid string) []*runtimeapi.PodSandbox {
 	t.Helper()
-	s, err := runtimeSvc.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+	return sandboxesIn(t, runtimeSvc, uid)
+}
+
+func containersOf(t *testing.T, uid string) []*runtimeapi.Container {
+	t.Helper()
+	return containersIn(t, runtimeSvc, uid)
+}
+
+func sandboxesIn(t *testing.T, rs internalapi.RuntimeService, uid string) []*runtimeapi.PodSandbox {
+	t.Helper()
+	s, err := rs.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
 	must(t, err)
 	return s
 }
 
-func containersOf(t *testing.T, uid string) []*runtimeapi.Container {
+func containersIn(t *testing.T, rs internalapi.RuntimeService, uid string) []*runtimeapi.Container {
 	t.Helper()
-	c, err := runtimeSvc.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+	c, err := rs.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}})
 	must(t, err)
 	return c
+}
+
+// runtime is the CRI runtime the node runs on: its private one, or the
+// dev containerd.
+func (n *node) runtime() internalapi.RuntimeService {
+	if n.rt != nil {
+		return n.rt.rs
+	}
+	return runtimeSvc
+}
+
+// sandboxes and containers of a pod UID, from the node's runtime.
+func (n *node) sandboxesOf(uid string) []*runtimeapi.PodSandbox {
+	n.t.Helper()
+	return sandboxesIn(n.t, n.runtime(), uid)
+}
+
+func (n *node) containersOf(uid string) []*runtimeapi.Container {
+	n.t.Helper()
+	return containersIn(n.t, n.runtime(), uid)
 }
 
 // removeTestPods removes every sandbox a test made, whatever state it is in.
@@ -335,10 +473,21 @@ func killContainerProcess(t *testing.T, id string) {
 	must(t, syscall.Kill(runtimePid(t, id), syscall.SIGKILL))
 }
 
+// killContainerProcess kills a container of the node's runtime.
+func (n *node) killContainerProcess(id string) {
+	n.t.Helper()
+	must(n.t, syscall.Kill(runtimePidIn(n.t, n.runtime(), id), syscall.SIGKILL))
+}
+
 // runtimePid is the host pid of a running container, as the runtime says.
 func runtimePid(t *testing.T, id string) int {
 	t.Helper()
-	resp, err := runtimeSvc.ContainerStatus(context.Background(), id, true)
+	return runtimePidIn(t, runtimeSvc, id)
+}
+
+func runtimePidIn(t *testing.T, rs internalapi.RuntimeService, id string) int {
+	t.Helper()
+	resp, err := rs.ContainerStatus(context.Background(), id, true)
 	must(t, err)
 	var info struct {
 		Pid int `json:"pid"`

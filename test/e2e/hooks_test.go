@@ -25,8 +25,7 @@ import (
 // it is signalled, as exec and httpGet actions; a failing postStart kills
 // the container with FailedPostStartHook and it is restarted.
 func TestLifecycleHooks(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 
 	// Hook calls reach a server of the test on the node's address.
 	var mu sync.Mutex
@@ -127,8 +126,7 @@ func TestLifecycleHooks(t *testing.T) {
 // A preStop sleep action holds the container's SIGTERM back for
 // its seconds, within the grace period.
 func TestPreStopSleepHook(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 
 	dir, vol, mount := traceDir(t)
 	p := busyboxPod("hooks-sleep", "trap 'date +%s > /trace/term; exit 0' TERM; while true; do sleep 0.2; done")

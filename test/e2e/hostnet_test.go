@@ -16,7 +16,7 @@ import (
 // A hostPort is reachable on the
 // node's IP; a hostNetwork pod sees the node's interfaces.
 func TestHostPortAndHostNetwork(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	port := freePort(t)
 	n.writeManifest("web.yaml", staticPod("web", "mkdir -p /www && echo served-by-pod > /www/index.html && exec httpd -f -p 8080 -h /www",
 		"")+fmt.Sprintf("    ports:\n    - {containerPort: 8080, hostPort: %d}\n", port))

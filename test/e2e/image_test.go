@@ -168,7 +168,7 @@ func imagePod(name, image string, policy v1.PullPolicy, secrets ...string) *v1.P
 // the status reports the image and image ID as the runtime has them.
 func TestImagePullSecrets(t *testing.T) {
 	r := testRegistry(t, true, "e2e/busybox:json", "e2e/busybox:cfg")
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := cn.ctx()
 	_, err := cn.admin.CoreV1().Secrets(cn.ns).Create(ctx, &v1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "regcred"},
@@ -183,7 +183,6 @@ func TestImagePullSecrets(t *testing.T) {
 		Data:       map[string][]byte{v1.DockerConfigKey: []byte(fmt.Sprintf(`{"http://%s/v1/": {"auth": %q}}`, r.Host, auth))},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	cn.start()
 
 	for name, secret := range map[string]string{"json": "regcred", "cfg": "legacy"} {
 		image := r.Host + "/e2e/busybox:" + name
@@ -235,8 +234,7 @@ func eventLines(evs []v1.Event) []string {
 // (ImagePullBackOff), and each back-off is longer than the one before.
 func TestImagePullBackOff(t *testing.T) {
 	r := testRegistry(t, true, "e2e/busybox:locked")
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	image := r.Host + "/e2e/busybox:locked"
 	cn.createPod(t, imagePod("nocred", image, v1.PullIfNotPresent))
 
@@ -303,8 +301,7 @@ func TestImagePullBackOff(t *testing.T) {
 // Always pulls even a present one; a malformed name is InvalidImageName.
 func TestImagePullPolicies(t *testing.T) {
 	r := testRegistry(t, false, "e2e/busybox:always")
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	always := r.Host + "/e2e/busybox:always"
 	cn.createPod(t, imagePod("present", busybox, v1.PullIfNotPresent))
 	cn.createPod(t, imagePod("never", r.Host+"/e2e/absent:1", v1.PullNever))

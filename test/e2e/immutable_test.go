@@ -19,7 +19,7 @@ import (
 // ConfigMap of the same pod, updated at the same time, shows its update
 // on the next sync: the sync ran, and skipped the immutable object.
 func TestImmutableConfigMapIsNotReread(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := cn.ctx()
 	cms := cn.admin.CoreV1().ConfigMaps(cn.ns)
 	yes := true
@@ -35,7 +35,6 @@ func TestImmutableConfigMapIsNotReread(t *testing.T) {
 		{Name: "live", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "live"}}}},
 	}
 	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "frozen", MountPath: "/frozen"}, {Name: "live", MountPath: "/live"}}
-	cn.start()
 	created := cn.createPod(t, p)
 	cn.waitPod(t, cn.ns, p.Name, 60*time.Second, "ready", isReady)
 	logFile := filepath.Join(podLogsRoot, cn.ns+"_"+p.Name+"_"+string(created.UID), "main", "0.log")

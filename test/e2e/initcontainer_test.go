@@ -17,8 +17,7 @@ import (
 // reads; a failing init container with restartPolicy Never fails the pod;
 // OnFailure retries it with back-off.
 func TestInitContainers(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 
 	p := busyboxPod("init-ok", "cat /work/msg; "+sleeper)
 	p.Spec.Volumes = []v1.Volume{{Name: "work", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
@@ -92,8 +91,7 @@ func TestInitContainers(t *testing.T) {
 // containers are done for a pod that does not restart them, with the pod
 // reported Succeeded only after that.
 func TestSidecars(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	dir, vol, mount := traceDir(t)
 	always := v1.ContainerRestartPolicyAlways
 	// A sidecar notes its start, and its SIGTERM, in the pod's trace file.

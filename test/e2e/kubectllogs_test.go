@@ -16,8 +16,7 @@ import (
 // kubectl logs through the apiserver and Skiff's
 // /containerLogs, with --previous, --tail, --timestamps, --since and -f.
 func TestKubectlLogs(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
 	// The first run leaves a mark in its emptyDir and fails; the second

@@ -120,8 +120,7 @@ func (cn *clusterNode) serviceAccountToken(t *testing.T, name string, subresourc
 // apiserver's kubelet client certificate; the debug endpoints through
 // kubectl.
 func TestKubeletAPIAuth(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
 	// The self-signed serving certificate is what the port presents. (The
@@ -227,6 +226,11 @@ func TestKubeletAPIAuth(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "verbosity to 3") {
 			t.Errorf("PUT /debug/flags/v: %v: %s", err, out)
 		}
+		// Back to the shared node's --v 2.
+		must(t, os.WriteFile(v, []byte("2"), 0o644))
+		if out, err := kubectl(cn.c, "replace", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/debug/flags/v", "-f", v).CombinedOutput(); err != nil {
+			t.Errorf("PUT /debug/flags/v back to 2: %v: %s", err, out)
+		}
 		_, token := cn.serviceAccountToken(t, "stats-only", "stats")
 		if code, _ := kubeletGet(t, cn.kubeletURL(t, "/debug/pprof/"), token, nil); code != http.StatusForbidden {
 			t.Errorf("/debug/pprof/ with nodes/stats only: %d, want 403", code)
@@ -261,8 +265,7 @@ func kubectlPath() string {
 // to Skiff (the apiserver dials the node's InternalIP with its kubelet
 // client certificate), and the node proxy's stats, metrics and configz.
 func TestKubectlThroughKubeletAPI(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
 	web := busyboxPod("web", "mkdir -p /www && echo hello-from-skiff > /www/index.html && httpd -p 8080 -h /www && "+sleeper)

@@ -53,12 +53,12 @@ func (s criLogSource) ContainerLog(ctx context.Context, namespace, name, contain
 			id = cs.LastTerminationState.Terminated.ContainerID
 		}
 		id = strings.TrimPrefix(id, "containerd://")
-		resp, err := runtimeSvc.ContainerStatus(ctx, id, false)
+		resp, err := s.n.runtime().ContainerStatus(ctx, id, false)
 		if err != nil {
 			return logs.Log{}, err
 		}
 		running := func(ctx context.Context) bool {
-			r, err := runtimeSvc.ContainerStatus(ctx, id, false)
+			r, err := s.n.runtime().ContainerStatus(ctx, id, false)
 			return err == nil && r.Status.State == runtimeapi.ContainerState_CONTAINER_RUNNING
 		}
 		return logs.Log{Path: resp.Status.LogPath, Running: running}, nil
@@ -72,7 +72,7 @@ func (s criLogSource) ContainerLog(ctx context.Context, namespace, name, contain
 // records joined whole, tailLines, timestamps, sinceSeconds, limitBytes,
 // and follow until the container stops.
 func TestContainerLogsHandler(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	// The first run prints and fails; the restarted one ticks until TERM.
 	script := `if [ ! -f /data/ran ]; then touch /data/ran; echo first-run; echo to-stderr >&2; ` +
 		`head -c 20000 /dev/zero | tr '\000' a; echo; exit 1; fi; ` +
@@ -114,7 +114,7 @@ func TestContainerLogsHandler(t *testing.T) {
 	}
 	// containerd wrote the long line as partial records.
 	prev := strings.TrimPrefix(p.Status.ContainerStatuses[0].LastTerminationState.Terminated.ContainerID, "containerd://")
-	resp, err := runtimeSvc.ContainerStatus(context.Background(), prev, false)
+	resp, err := n.runtime().ContainerStatus(context.Background(), prev, false)
 	must(t, err)
 	raw, err := os.ReadFile(resp.Status.LogPath)
 	must(t, err)
@@ -220,7 +220,7 @@ func TestContainerLogsHandler(t *testing.T) {
 // more than containerLogMaxFiles files are kept, and a follower reading
 // through the rotations misses no line.
 func TestContainerLogRotation(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	appendNodeConfig(t, n, "containerLogMaxSize: 16Ki\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\n")
 	pad := strings.Repeat("x", 100)
 	n.writeManifest("chatty.yaml", staticPod("chatty",

@@ -63,7 +63,7 @@ func TestManifestURLPods(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 
-	n := newNode(t)
+	n := newPrivateNode(t)
 	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = fmt.Fprintf(f, `staticPodURL: %s/pods

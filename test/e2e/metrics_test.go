@@ -19,7 +19,7 @@ import (
 // needs a creation timestamp, which static pods lack: the cluster test
 // checks it.)
 func TestMetricsAfterPodStart(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.start()
 	n.writeManifest("m.yaml", staticPod("metrics-pod", "sleep 3600", ""))
 	n.waitRunning("metrics-pod-"+nodeName, 60*time.Second)

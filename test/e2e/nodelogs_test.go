@@ -18,8 +18,7 @@ import (
 // enableSystemLogHandler, authorized as nodes/log), with a symlink out of
 // /var/log refused.
 func TestNodeLogsThroughAPIServer(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
 	name := "skiff-e2e-" + cn.ns + ".log"

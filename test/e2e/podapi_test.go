@@ -24,14 +24,13 @@ import (
 // certificates. It dials the apiserver's advertise address, since the
 // test cluster runs no kube-proxy for the kubernetes Service VIP.
 func TestPodListsPodsWithItsServiceAccountToken(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	bin := filepath.Join(t.TempDir(), "kubeget")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/kubeget")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building kubeget: %v\n%s", err, out)
 	}
-	cn.start()
 
 	p := busyboxPod("sa-client", "while true; do kubeget; sleep 1; done")
 	p.Spec.AutomountServiceAccountToken = nil // the apiserver injects kube-api-access-*

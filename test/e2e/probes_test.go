@@ -47,8 +47,7 @@ func (cn *clusterNode) execIn(t *testing.T, pod string, cmd ...string) {
 // holds back a liveness probe that would fail until the container has
 // started.
 func TestLivenessAndStartupProbes(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 
 	live := busyboxPod("liveness", "touch /tmp/healthy; sleep 10; rm /tmp/healthy; "+sleeper)
 	live.Spec.Containers[0].LivenessProbe = probe(execHandler("test", "-f", "/tmp/healthy"))
@@ -102,8 +101,7 @@ func TestLivenessAndStartupProbes(t *testing.T) {
 // pod's ContainersReady and Ready conditions both ways; the results are
 // counted on /metrics/probes.
 func TestReadinessProbe(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	p := busyboxPod("readiness", sleeper)
 	p.Spec.Containers[0].ReadinessProbe = probe(execHandler("test", "-f", "/tmp/ready"))
 	cn.createPod(t, p)
@@ -158,8 +156,7 @@ func TestReadinessProbe(t *testing.T) {
 // in the container, pass against what is served and fail otherwise with
 // upstream's messages; an exec probe that outlives its timeout fails.
 func TestProbeHandlers(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	const httpd = "mkdir -p /www && echo ok > /www/healthz && exec httpd -f -p 8080 -h /www"
 	web := func(name string, h v1.ProbeHandler) {
 		p := busyboxPod(name, httpd)

@@ -17,7 +17,7 @@ import (
 // listens on 127.0.0.1 at that port.
 func TestReadOnlyPortBindsAddress(t *testing.T) {
 	ip := hostIPv4(t)
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.host = ip
 	n.setAuth(strings.Replace(standaloneAuth, "address: 127.0.0.1", "address: "+ip, 1))
 	n.start()

@@ -31,6 +31,7 @@ const rotationSigningDuration = 3 * time.Minute
 // node stays Ready with its Lease renewing after the first certificate
 // has expired: Skiff's connections present the new one.
 func TestClientCertificateRotation(t *testing.T) {
+	n := newPrivateNode(t) // its own runtime and control plane: in parallel
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// Its own control plane: the short signing duration would otherwise
@@ -42,7 +43,7 @@ func TestClientCertificateRotation(t *testing.T) {
 			t.Logf("stopping the rotation test's control plane: %v", err)
 		}
 	})
-	bn := newBootstrapNode(t, c, "rotateCertificates: true\n")
+	bn := newBootstrapNode(t, c, n, "rotateCertificates: true\n")
 	bn.start()
 	bn.waitNodeReady(t, v1.ConditionTrue, 90*time.Second)
 	first := bn.clientCert(t)

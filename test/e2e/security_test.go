@@ -21,12 +21,11 @@ import (
 // refusing the (root) busybox image, capabilities, privileged, no_new_privs,
 // seccomp, masked /proc paths (/proc/timer_list) and sysctls as the container sees them.
 func TestSecurityContext(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	// A Localhost seccomp profile in <root-dir>/seccomp that denies mkdir.
 	must(t, os.MkdirAll(filepath.Join(cn.root, "seccomp"), 0o755))
 	must(t, os.WriteFile(filepath.Join(cn.root, "seccomp", "deny-mkdir.json"), []byte(
 		`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`), 0o644))
-	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	report := "id -u; id -G; touch /tmp/probe 2>&1 && echo ROOTFS-WRITABLE; " +
 		"grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; echo masked=$(grep -c ' /proc/timer_list ' /proc/self/mountinfo); " +
@@ -125,8 +124,7 @@ func TestSecurityContext(t *testing.T) {
 // hostIPC pod shares the host's IPC namespace; a pod that asks for a host
 // port another pod holds is rejected at admission.
 func TestHostNamespacesAndPortClash(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	script := "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc; echo procs=$(ls /proc 2>/dev/null | grep -c '^[0-9]'); " + sleeper
 	hostns := busyboxPod("hostns", script)

@@ -17,8 +17,7 @@ import (
 // apiserver injects works: the container sees the namespace and CA files,
 // and its token is one the apiserver accepts, bound to this pod.
 func TestServiceAccountTokenVolume(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	p := busyboxPod("sa", `while true; do
   echo "ns=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace) ca=$(grep -c 'BEGIN CERTIFICATE' /var/run/secrets/kubernetes.io/serviceaccount/ca.crt) token=$(wc -c < /var/run/secrets/kubernetes.io/serviceaccount/token)"
   sleep 1

@@ -22,13 +22,13 @@ import (
 // those; once an administrator does, the CA signs it and Skiff stores and
 // uses it.
 func TestServerTLSBootstrap(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	appendNodeConfig(t, cn.node, "serverTLSBootstrap: true\n")
 	started := time.Now().Add(-time.Second).Truncate(time.Second)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
-	user := "system:node:" + nodeName
+	user := "system:node:" + cn.hostname()
 	var csr certificatesv1.CertificateSigningRequest
 	waitFor(t, 30*time.Second, "a kubelet-serving CSR from the node", func() (bool, error) {
 		for _, r := range csrsBy(t, cn.c, certificatesv1.KubeletServingSignerName, user) {
@@ -54,8 +54,8 @@ func TestServerTLSBootstrap(t *testing.T) {
 			internalIP = a.Address
 		}
 	}
-	if !slices.ContainsFunc(req.IPAddresses, func(ip net.IP) bool { return ip.String() == internalIP }) || !slices.Contains(req.DNSNames, nodeName) {
-		t.Errorf("CSR SANs ips %v dns %v, want the InternalIP %s and hostname %s", req.IPAddresses, req.DNSNames, internalIP, nodeName)
+	if !slices.ContainsFunc(req.IPAddresses, func(ip net.IP) bool { return ip.String() == internalIP }) || !slices.Contains(req.DNSNames, cn.hostname()) {
+		t.Errorf("CSR SANs ips %v dns %v, want the InternalIP %s and hostname %s", req.IPAddresses, req.DNSNames, internalIP, cn.hostname())
 	}
 
 	// Not approved by the controller-manager: still pending a while later.

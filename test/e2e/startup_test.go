@@ -17,7 +17,7 @@ import (
 // phase of a real start on containerd and phases that add up to no more
 // than the total.
 func TestPodStartupBreakdownEvent(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start("--pod-startup-breakdown-events")
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	cn.createPod(t, busyboxPod("bd", sleeper))

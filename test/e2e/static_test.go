@@ -19,7 +19,7 @@ const podLogsRoot = "/var/log/pods"
 // A static pod that prints runs; its log has the line; /pods
 // shows it Running with container IDs and a pod IP from the CNI bridge.
 func TestStaticPodRunsAndLogs(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("hello.yaml", staticPod("hello", "echo hello-from-skiff; exec sleep 3600", ""))
 	n.start()
 	p := n.waitRunning("hello-"+nodeName, 30*time.Second)
@@ -52,13 +52,13 @@ func TestStaticPodRunsAndLogs(t *testing.T) {
 
 // A killed container is restarted and restartCount goes up.
 func TestKilledContainerIsRestarted(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("victim.yaml", staticPod("victim", "exec sleep 3600", ""))
 	n.start()
 	p := n.waitRunning("victim-"+nodeName, 30*time.Second)
 	oldID := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 
-	killContainerProcess(t, oldID)
+	n.killContainerProcess(oldID)
 	waitFor(t, 30*time.Second, "restart after kill", func() (bool, error) {
 		p, err := n.pod("victim-" + nodeName)
 		if err != nil || p == nil {
@@ -80,7 +80,7 @@ func TestKilledContainerIsRestarted(t *testing.T) {
 
 // A container that keeps failing backs off 10 s, 20 s, ...
 func TestCrashLoopBacksOff(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("crash.yaml", staticPod("crash", "echo dying; exit 1", ""))
 	n.start()
 
@@ -96,7 +96,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 			}
 			uid = string(p.UID)
 		}
-		for _, c := range containersOf(t, uid) {
+		for _, c := range n.containersOf(uid) {
 			if _, ok := created[c.Metadata.Attempt]; !ok {
 				created[c.Metadata.Attempt] = time.Unix(0, c.CreatedAt)
 			}
@@ -136,7 +136,7 @@ func TestCrashLoopBacksOff(t *testing.T) {
 // Editing a manifest replaces the pod; deleting the file
 // removes sandbox and containers within the grace period.
 func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	name := "editme-" + nodeName
 	// Trap TERM so the pod stops promptly, as a well-behaved workload does.
 	script := func(word string) string {
@@ -160,20 +160,20 @@ func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
 		t.Errorf("replaced pod runs %q", cmd)
 	}
 	waitFor(t, 15*time.Second, "old pod's containers removed", func() (bool, error) {
-		return len(containersOf(t, string(first.UID))) == 0, nil
+		return len(n.containersOf(string(first.UID))) == 0, nil
 	})
 
 	removed := time.Now()
 	n.removeManifest("edit.yaml")
 	// Grace period is 5 s; allow for the relist and removal on top.
 	waitFor(t, 12*time.Second, "pod's containers removed after manifest deletion", func() (bool, error) {
-		return len(containersOf(t, string(second.UID))) == 0, nil
+		return len(n.containersOf(string(second.UID))) == 0, nil
 	})
 	t.Logf("pod's containers gone %v after its manifest was deleted", time.Since(removed).Round(time.Millisecond))
 	// Stopped sandboxes are removed a minute after their pod is cleaned up
 	// (sandboxRemovalDelay), as upstream's container GC does.
 	waitFor(t, 90*time.Second, "both pods' sandboxes removed", func() (bool, error) {
-		return len(sandboxesOf(t, string(first.UID))) == 0 && len(sandboxesOf(t, string(second.UID))) == 0, nil
+		return len(n.sandboxesOf(string(first.UID))) == 0 && len(n.sandboxesOf(string(second.UID))) == 0, nil
 	})
 	if p, err := n.pod(name); err != nil || p != nil {
 		t.Errorf("/pods still lists the deleted pod (err=%v)", err)
@@ -186,7 +186,7 @@ func TestManifestEditReplacesAndDeleteRemoves(t *testing.T) {
 // A malformed manifest next to a good one: the good pod runs,
 // the bad files are reported by name.
 func TestBadManifestsAreReportedAndSkipped(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("good.yaml", staticPod("good", "exec sleep 3600", ""))
 	n.writeManifest("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [this is not\n")
 	n.writeManifest("typo.yaml", strings.Replace(staticPod("typo", "sleep 1", ""), "containers:", "containerz:", 1))
@@ -208,7 +208,7 @@ func TestBadManifestsAreReportedAndSkipped(t *testing.T) {
 // Stopping and restarting Skiff with two pods running restarts
 // no container.
 func TestRestartAdoptsRunningPods(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("a.yaml", staticPod("adopt-a", "exec sleep 3600", ""))
 	n.writeManifest("b.yaml", staticPod("adopt-b", "exec sleep 3600", ""))
 	n.start()
@@ -219,7 +219,7 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 	n.stop()
 	// With Skiff down the containers keep running.
 	for name, id := range before {
-		resp, err := runtimeSvc.ContainerStatus(t.Context(), strings.TrimPrefix(id, "containerd://"), false)
+		resp, err := n.runtime().ContainerStatus(t.Context(), strings.TrimPrefix(id, "containerd://"), false)
 		must(t, err)
 		if resp.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			t.Fatalf("%s stopped while Skiff was down: %v", name, resp.Status.State)
@@ -241,7 +241,7 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 		if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != id || cs.RestartCount != 0 {
 			t.Errorf("%s restarted after adoption: %+v", name, cs)
 		}
-		if n := len(containersOf(t, string(p.UID))); n != 1 {
+		if n := len(n.containersOf(string(p.UID))); n != 1 {
 			t.Errorf("%s has %d containers, want 1", name, n)
 		}
 	}

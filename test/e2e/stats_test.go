@@ -62,7 +62,7 @@ func val(p *uint64) uint64 {
 // /stats/summary and /metrics/resource on the read-only port
 // give sane, non-zero figures for a busy pod, clearly above an idle one's.
 func TestStatsSummaryBusyPod(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = f.WriteString("volumeStatsAggPeriod: 3s\n")

@@ -68,7 +68,7 @@ type swapTally struct {
 // swapping container stopped running.
 func (s *swapTally) observe(t *testing.T, n *node, name, uid string) {
 	t.Helper()
-	for _, c := range containersOf(t, uid) {
+	for _, c := range n.containersOf(uid) {
 		if !strings.HasPrefix(c.Metadata.Name, "check") {
 			continue
 		}
@@ -76,7 +76,7 @@ func (s *swapTally) observe(t *testing.T, n *node, name, uid string) {
 		if _, done := s.exits[c.Id]; done || c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 			continue
 		}
-		st, err := runtimeSvc.ContainerStatus(context.Background(), c.Id, false)
+		st, err := n.runtime().ContainerStatus(context.Background(), c.Id, false)
 		if err != nil || st.Status == nil {
 			continue // removed meanwhile
 		}
@@ -133,7 +133,7 @@ func TestSubPathSwapAttack(t *testing.T) {
 	// Registered first, so it runs last: after Skiff stopped and the pods
 	// went, a failed run must not leave subPath mounts behind.
 	t.Cleanup(func() { unmountUnder(t, n.root) })
-	n = newNode(t)
+	n = newPrivateNode(t)
 	f, err := os.CreateTemp("/var/tmp", "skiff-e2e-host-marker-")
 	must(t, err)
 	f.Close()

@@ -15,8 +15,7 @@ import (
 // with FallbackToLogsOnError a failed container that wrote nothing there
 // gets the end of its log; a container that succeeded does not.
 func TestTerminationMessages(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 
 	once := func(name, script string, edit func(c *v1.Container)) {
 		p := busyboxPod(name, script)
@@ -74,8 +73,7 @@ func TestTerminationMessages(t *testing.T) {
 // and ends Failed with reason DeadlineExceeded and an Event; a pod within
 // its deadline runs on.
 func TestActiveDeadlineSeconds(t *testing.T) {
-	cn := newClusterNode(t)
-	cn.start()
+	cn := sharedNode(t)
 	short, long := int64(5), int64(3600)
 	p := busyboxPod("deadline", sleeper)
 	p.Spec.ActiveDeadlineSeconds = &short

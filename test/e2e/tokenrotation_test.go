@@ -46,7 +46,7 @@ const (
 // apiserver accepts for the pod's service account, bound to the pod.
 // It takes about 80 % of 600 s plus up to a minute.
 func TestProjectedServiceAccountTokenRotation(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	f, err := os.OpenFile(cn.config, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = fmt.Fprintf(f, "syncFrequency: %s\n", rotationSyncFrequency)
@@ -217,7 +217,7 @@ done`)
 	if cs := now.Status.ContainerStatuses[0]; cs.RestartCount != 0 || cs.ContainerID != containerID || cs.State.Running == nil {
 		t.Errorf("container after rotation: id %s restarts %d state %+v; want %s, 0 restarts, running", cs.ContainerID, cs.RestartCount, cs.State, containerID)
 	}
-	if cs := containersOf(t, string(created.UID)); len(cs) != 1 {
+	if cs := cn.containersOf(string(created.UID)); len(cs) != 1 {
 		t.Errorf("the runtime has %d containers for the pod, want 1: %v", len(cs), cs)
 	}
 }

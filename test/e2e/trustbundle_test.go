@@ -25,7 +25,7 @@ import (
 // label selector, as the pod sees them; a missing bundle fails the mount
 // visibly unless the source is optional.
 func TestClusterTrustBundleProjection(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := sharedNode(t)
 	ctx := cn.ctx()
 	// The certificates are only compared as text: any PEM will do.
 	certA, certB, certC := testCAPEM(t, "bundle-a"), testCAPEM(t, "bundle-b"), testCAPEM(t, "bundle-c")
@@ -67,7 +67,6 @@ func TestClusterTrustBundleProjection(t *testing.T) {
 	}}}}
 	bad.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "ctb", MountPath: "/ctb"}}
 
-	cn.start()
 	created := cn.createPod(t, p)
 	cn.createPod(t, bad)
 	cn.waitPod(t, cn.ns, "ctb", 60*time.Second, "running", isReady)

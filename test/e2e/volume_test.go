@@ -15,7 +15,7 @@ import (
 // emptyDir shared by two containers (on disk and as a
 // tmpfs), gone with the pod; hostPath types checked; subPath escapes refused.
 func TestEmptyDirSharedAndRemoved(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	n.writeManifest("share.yaml", `apiVersion: v1
 kind: Pod
 metadata:
@@ -63,7 +63,7 @@ spec:
 }
 
 func TestHostPathTypesAndSubPathEscape(t *testing.T) {
-	n := newNode(t)
+	n := newPrivateNode(t)
 	host := t.TempDir()
 	n.writeManifest("missing.yaml", `apiVersion: v1
 kind: Pod
@@ -116,7 +116,7 @@ spec:
 	// The escape pod got as far as its container config; the pod whose
 	// hostPath Directory is missing never got past its volumes.
 	uid := string(mustPod(t, n, "missing-"+nodeName).UID)
-	if sb, cs := sandboxesOf(t, uid), containersOf(t, uid); len(sb) != 0 || len(cs) != 0 {
+	if sb, cs := n.sandboxesOf(uid), n.containersOf(uid); len(sb) != 0 || len(cs) != 0 {
 		t.Errorf("a pod whose volume failed got %d sandboxes and %d containers", len(sb), len(cs))
 	}
 }
