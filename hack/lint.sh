@@ -6,6 +6,9 @@
 #   go vet
 #   staticcheck   pinned in hack/tools/staticcheck, built into _output/bin by
 #                 hack/build-tools.sh
+#   codelimits    hack/codelimits: no non-test .go file over 400 lines, no
+#                 function over 80 (from `func` to its closing brace);
+#                 generated files are exempt
 #
 # vet and staticcheck run with the e2e build tag: no file is excluded by it,
 # so one run covers the end-to-end tests and everything else.
@@ -41,8 +44,18 @@ else
 	"$STATICCHECK" -tags e2e ./... || failed+=(staticcheck)
 fi
 
+# Prints file:line, the length and the limit of each file or function over
+# it. Built, not go run, whose "exit status 1" would only add noise.
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+if go build -o "$bindir/codelimits" ./hack/codelimits; then
+	"$bindir/codelimits" . || failed+=(codelimits)
+else
+	failed+=(codelimits)
+fi
+
 if [[ ${#failed[@]} -gt 0 ]]; then
 	echo "lint: failed: ${failed[*]}" >&2
 	exit 1
 fi
-echo "lint: gofmt, go vet and staticcheck found nothing"
+echo "lint: gofmt, go vet, staticcheck and codelimits found nothing"
