@@ -51,8 +51,9 @@ runtime: deps
 tools:
 	hack/build-tools.sh
 
-# gofmt -l, go vet and staticcheck (pinned in hack/tools/staticcheck) over
-# Skiff's module; any finding fails.
+# gofmt -l, go vet, staticcheck (pinned in hack/tools/staticcheck) and the
+# code limits (hack/codelimits: no non-test file over 400 lines, no
+# function over 80) over Skiff's module; any finding fails.
 lint:
 	hack/build-tools.sh staticcheck
 	hack/lint.sh
