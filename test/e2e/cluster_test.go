@@ -100,7 +100,7 @@ func TestNodeRegistersAndRenewsLease(t *testing.T) {
 // A Deployment of 3 replicas reaches 3/3 Ready and is removed
 // promptly on delete.
 func TestDeploymentRunsAndIsDeleted(t *testing.T) {
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 
@@ -115,7 +115,10 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
 		},
 	}
-	d.Spec.Template.Spec.NodeName = "" // the scheduler places them
+	// The scheduler places them, on this node of the several the
+	// parallel tests run.
+	d.Spec.Template.Spec.NodeName = ""
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": cn.hostname()}
 	_, err := cn.admin.AppsV1().Deployments(cn.ns).Create(cn.ctx(), d, metav1.CreateOptions{})
 	must(t, err)
 	start := time.Now()
@@ -153,7 +156,7 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 			return false, err
 		}
 		for _, e := range evs.Items {
-			if e.Source.Component == "kubelet" && e.Source.Host == nodeName {
+			if e.Source.Component == "kubelet" && e.Source.Host == cn.hostname() {
 				return true, nil
 			}
 		}
@@ -189,9 +192,9 @@ func TestDeploymentRunsAndIsDeleted(t *testing.T) {
 		}
 	}
 	waitFor(t, 15*time.Second, "containers of the deleted pods removed",
-		noneLeft(func(uid string) int { return len(containersOf(t, uid)) }))
+		noneLeft(func(uid string) int { return len(cn.containersOf(uid)) }))
 	waitFor(t, 90*time.Second, "sandboxes of the deleted pods removed",
-		noneLeft(func(uid string) int { return len(sandboxesOf(t, uid)) }))
+		noneLeft(func(uid string) int { return len(cn.sandboxesOf(uid)) }))
 	// Cleaned up once: a pod whose sandbox is being (or was just) removed
 	// is no orphan to stop again. Housekeeping runs every 2 s.
 	time.Sleep(3 * time.Second)

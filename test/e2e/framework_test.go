@@ -128,6 +128,15 @@ func (n *node) startRuntime(t *testing.T) {
 	startContainerd(t)
 }
 
+// podSubnet is the range the node's runtime gives pod IPs from: its
+// private runtime's bridge's, or the dev containerd's.
+func (n *node) podSubnet() string {
+	if n.rt != nil {
+		return n.rt.subnet
+	}
+	return "10.88.0.0/16"
+}
+
 // hostname is the node's name: nodeName, unless it has one of its own.
 func (n *node) hostname() string {
 	if n.name != "" {

@@ -15,8 +15,10 @@ import (
 
 // A hostPort is reachable on the
 // node's IP; a hostNetwork pod sees the node's interfaces.
+// It runs on the dev containerd, whose bridge (skiff0) and portmap setup
+// it checks.
 func TestHostPortAndHostNetwork(t *testing.T) {
-	n := newPrivateNode(t)
+	n := newNode(t)
 	port := freePort(t)
 	n.writeManifest("web.yaml", staticPod("web", "mkdir -p /www && echo served-by-pod > /www/index.html && exec httpd -f -p 8080 -h /www",
 		"")+fmt.Sprintf("    ports:\n    - {containerPort: 8080, hostPort: %d}\n", port))

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,13 +34,14 @@ import (
 // logs on one small ext4 filesystem, loop-mounted for the test: nodefs
 // and imagefs are that filesystem, and what pods write and images take
 // fill it for real, without touching the host's disk or the dev
-// containerd's images.
+// containerd's images. Each has a name, cgroup root, bridge and subnet of
+// its own, so disk nodes run in parallel with the other tests.
 const (
-	diskDir    = "/var/lib/skiff-e2e-disk" // the image file, the mountpoint, configs, logs
-	diskState  = "/run/skiff-e2e-disk"     // containerd's state and socket
-	diskBridge = "skiffdk0"
-	diskSubnet = "10.77.0.0/24" // apart from the dev containerd's and the cluster's pod CIDRs
+	diskDirs   = "/var/lib/skiff-e2e-disk" // per node: the image file, the mountpoint, configs, logs
+	diskStates = "/run/skiff-e2e-disk"     // per node: containerd's state and socket
 )
+
+var diskLeftovers sync.Once
 
 // diskContainerdConfig is hack/containerd.sh's configuration (see there
 // why each setting is needed on this machine) with the test's root,
@@ -87,14 +89,16 @@ const diskCNIConfig = `{
 
 type diskNode struct {
 	*clusterNode
-	mnt      string // the small filesystem's mountpoint
-	sock     string
-	logsDir  string // podLogsDir, on the small filesystem
-	sandbox  string // the sandbox image
-	runtime  internalapi.RuntimeService
-	images   internalapi.ImageManagerService
-	ctrd     *exec.Cmd
-	ctrdDone chan struct{}
+	dir, state string // under diskDirs and diskStates
+	bridge     string
+	mnt        string // the small filesystem's mountpoint
+	sock       string
+	logsDir    string // podLogsDir, on the small filesystem
+	sandbox    string // the sandbox image
+	runtime    internalapi.RuntimeService
+	images     internalapi.ImageManagerService
+	ctrd       *exec.Cmd
+	ctrdDone   chan struct{}
 }
 
 // newDiskNode prepares (does not start) a cluster node on a filesystem of
@@ -104,25 +108,40 @@ type diskNode struct {
 // remove the filesystem.
 func newDiskNode(t *testing.T, sizeMiB int) *diskNode {
 	t.Helper()
-	dn := &diskNode{mnt: filepath.Join(diskDir, "mnt"), sock: filepath.Join(diskState, "containerd.sock")}
+	t.Parallel()
+	diskLeftovers.Do(func() { removeDiskLeftovers(t) })
+	id := privateSeq.Add(1) // a subnet apart from the private runtimes'
+	dn := &diskNode{
+		dir:    filepath.Join(diskDirs, fmt.Sprint(id)),
+		state:  filepath.Join(diskStates, fmt.Sprint(id)),
+		bridge: fmt.Sprintf("skiffdk%d", id),
+	}
+	dn.mnt, dn.sock = filepath.Join(dn.dir, "mnt"), filepath.Join(dn.state, "containerd.sock")
 	dn.sandbox = runtimeSandboxImage(t)
-	dn.cleanupLeftovers(t)
 	t.Cleanup(func() { dn.teardown(t) })
 	must(t, os.MkdirAll(dn.mnt, 0o755))
-	must(t, os.MkdirAll(filepath.Join(diskDir, "net.d"), 0o755))
-	img := filepath.Join(diskDir, "disk.img")
+	must(t, os.MkdirAll(filepath.Join(dn.dir, "net.d"), 0o755))
+	img := filepath.Join(dn.dir, "disk.img")
 	run(t, "truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img)
 	// No blocks reserved for root (available is all that is free) and
 	// inode tables written now, not by a kernel thread during the test.
 	run(t, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", img)
 	run(t, "mount", "-o", "loop", img, dn.mnt)
-	dn.startContainerd(t)
+	dn.startContainerd(t, fmt.Sprintf("10.%d.0.0/24", 100+id))
 	dn.importImages(t, dn.sandbox, busybox)
 
-	dn.clusterNode = newClusterNode(t)
+	cgroupRoot := fmt.Sprintf("/skiff-e2e-disk%d", id)
+	n := prepareNode(t, cgroupRoot)
+	n.name, n.endpoint = fmt.Sprintf("%s-%d", nodeName, id), "unix://"+dn.sock
+	c := getCluster(t)
+	t.Cleanup(func() {
+		removeCgroups(t, cgroupRoot)
+		_ = c.Client().CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
+	})
+	t.Cleanup(n.cleanup)
+	dn.clusterNode = joinCluster(t, c, n)
 	dn.root = filepath.Join(dn.mnt, "kubelet")
 	dn.logsDir = filepath.Join(dn.mnt, "pod-logs")
-	dn.args = append(dn.args, "--container-runtime-endpoint", "unix://"+dn.sock)
 	dn.appendConfig("podLogsDir: " + dn.logsDir + "\n")
 	return dn
 }
@@ -134,13 +153,13 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
-func (dn *diskNode) startContainerd(t *testing.T) {
+func (dn *diskNode) startContainerd(t *testing.T, subnet string) {
 	t.Helper()
-	cfg := filepath.Join(diskDir, "containerd.toml")
-	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(diskContainerdConfig, dn.mnt, diskState, dn.sandbox, diskDir)), 0o644))
-	must(t, os.WriteFile(filepath.Join(diskDir, "net.d", "10-skiff-e2e-disk.conflist"),
-		[]byte(fmt.Sprintf(diskCNIConfig, diskBridge, diskDir, diskSubnet)), 0o644))
-	logPath := filepath.Join(diskDir, "containerd.log")
+	cfg := filepath.Join(dn.dir, "containerd.toml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(diskContainerdConfig, dn.mnt, dn.state, dn.sandbox, dn.dir)), 0o644))
+	must(t, os.WriteFile(filepath.Join(dn.dir, "net.d", "10-skiff-e2e-disk.conflist"),
+		[]byte(fmt.Sprintf(diskCNIConfig, dn.bridge, dn.dir, subnet)), 0o644))
+	logPath := filepath.Join(dn.dir, "containerd.log")
 	logf, err := os.Create(logPath)
 	must(t, err)
 	dn.ctrd = exec.Command("containerd", "--config", cfg)
@@ -149,7 +168,7 @@ func (dn *diskNode) startContainerd(t *testing.T) {
 	must(t, dn.ctrd.Start())
 	dn.ctrdDone = make(chan struct{})
 	go func() { _ = dn.ctrd.Wait(); logf.Close(); close(dn.ctrdDone) }()
-	must(t, os.WriteFile(filepath.Join(diskDir, "containerd.pid"), []byte(strconv.Itoa(dn.ctrd.Process.Pid)), 0o644))
+	must(t, os.WriteFile(filepath.Join(dn.dir, "containerd.pid"), []byte(strconv.Itoa(dn.ctrd.Process.Pid)), 0o644))
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
@@ -196,14 +215,13 @@ func (dn *diskNode) teardown(t *testing.T) {
 		}
 	}
 	dn.cleanupLeftovers(t)
-	removeE2ECgroups(t) // again: the node's cleanup ran while containers were still there
 }
 
 // cleanupLeftovers removes what a test containerd left: its process (from
 // a run cut short), its shims and their containers, mounts under its root
 // and state, the filesystem and the bridge.
 func (dn *diskNode) cleanupLeftovers(t *testing.T) {
-	if b, err := os.ReadFile(filepath.Join(diskDir, "containerd.pid")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dn.dir, "containerd.pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "/containerd") {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -217,7 +235,7 @@ func (dn *diskNode) cleanupLeftovers(t *testing.T) {
 		_ = syscall.Kill(shim, syscall.SIGKILL)
 	}
 	time.Sleep(300 * time.Millisecond)
-	mounts := mountsUnder(dn.mnt+"/", diskState+"/")
+	mounts := mountsUnder(dn.mnt+"/", dn.state+"/")
 	if isMountpoint(dn.mnt) {
 		mounts = append(mounts, dn.mnt)
 	}
@@ -228,11 +246,24 @@ func (dn *diskNode) cleanupLeftovers(t *testing.T) {
 			}
 		}
 	}
-	_ = exec.Command("ip", "link", "del", diskBridge).Run()
-	for _, p := range []string{diskDir, diskState} {
+	_ = exec.Command("ip", "link", "del", dn.bridge).Run()
+	for _, p := range []string{dn.dir, dn.state} {
 		if err := os.RemoveAll(p); err != nil {
 			t.Logf("remove %s: %v", p, err)
 		}
+	}
+}
+
+// removeDiskLeftovers removes the disk nodes of a run cut short.
+func removeDiskLeftovers(t *testing.T) {
+	entries, _ := os.ReadDir(diskDirs)
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dn := &diskNode{dir: filepath.Join(diskDirs, e.Name()), state: filepath.Join(diskStates, e.Name()), bridge: "skiffdk" + e.Name()}
+		dn.mnt, dn.sock = filepath.Join(dn.dir, "mnt"), filepath.Join(dn.state, "containerd.sock")
+		dn.cleanupLeftovers(t)
 	}
 }
 

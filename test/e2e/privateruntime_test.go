@@ -31,7 +31,7 @@ type privateRuntime struct {
 	config, binDir   string
 	endpoint         string
 	cgroupRoot       string
-	bridge           string
+	bridge, subnet   string
 	rs               internalapi.RuntimeService
 	cmd              *exec.Cmd
 	exited           chan struct{}
@@ -65,6 +65,7 @@ func newPrivateRuntime(t *testing.T) *privateRuntime {
 		state:      filepath.Join(privateState, fmt.Sprint(n)),
 		cgroupRoot: fmt.Sprintf("/skiff-e2e-rt%d", n),
 		bridge:     fmt.Sprintf("skiffrt%d", n),
+		subnet:     fmt.Sprintf("10.%d.0.0/24", 100+n),
 	}
 	r.sock = filepath.Join(r.state, "containerd.sock")
 	r.endpoint = "unix://" + r.sock
@@ -81,7 +82,7 @@ func newPrivateRuntime(t *testing.T) *privateRuntime {
 	// The config puts the socket in the directory; the state dir keeps the
 	// path short (a unix socket's path has at most 107 bytes).
 	must(t, os.WriteFile(cfg, []byte(strings.Replace(string(b), filepath.Join(r.dir, "containerd.sock"), r.sock, 1)), 0o644))
-	conflist := fmt.Sprintf(systemdCNIConfig, r.bridge, r.dir, fmt.Sprintf("10.%d.0.0/24", 100+n))
+	conflist := fmt.Sprintf(systemdCNIConfig, r.bridge, r.dir, r.subnet)
 	conflist = strings.Replace(conflist, "skiff-e2e-systemd", "skiff-e2e-rt", 1)
 	must(t, os.WriteFile(filepath.Join(r.dir, "net.d", "10-skiff-e2e-rt.conflist"), []byte(conflist), 0o644))
 	out, err = exec.Command("../../hack/containerd.sh", "bindir").Output()

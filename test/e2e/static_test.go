@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,8 +28,8 @@ func TestStaticPodRunsAndLogs(t *testing.T) {
 	if p.Spec.NodeName != nodeName || p.Annotations["kubernetes.io/config.source"] != "file" {
 		t.Errorf("static pod metadata: nodeName=%q annotations=%v", p.Spec.NodeName, p.Annotations)
 	}
-	if !strings.HasPrefix(p.Status.PodIP, "10.88.") {
-		t.Errorf("pod IP %q is not from the CNI bridge range 10.88.0.0/16", p.Status.PodIP)
+	if _, bridge, err := net.ParseCIDR(n.podSubnet()); err != nil || !bridge.Contains(net.ParseIP(p.Status.PodIP)) {
+		t.Errorf("pod IP %q is not from the CNI bridge range %s", p.Status.PodIP, n.podSubnet())
 	}
 	cs := p.Status.ContainerStatuses[0]
 	if !strings.HasPrefix(cs.ContainerID, "containerd://") || cs.RestartCount != 0 || !cs.Ready {
