@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -25,14 +27,30 @@ import (
 // execTimeout bounds one run of a plugin, as upstream.
 const execTimeout = time.Minute
 
+// A plugin's output is bounded: its answer (a few credentials) to
+// maxResponseSize, the stderr kept for the error message to maxStderr;
+// once it has exited, a child it left holding its output gets
+// pluginWaitDelay before the run fails and the child is killed.
+const (
+	maxResponseSize = 4 << 20
+	maxStderr       = 4 << 10
+	pluginWaitDelay = 5 * time.Second
+)
+
+var (
+	errResponseTooLarge = errors.New("credential provider plugin wrote a response larger than the limit")
+	errOutputHeld       = errors.New("credential provider plugin exited, but a process it left kept its output open")
+)
+
 // globalKey is the cache key of a response with cacheKeyType Global.
 const globalKey = "<global>"
 
 // plugin is one configured provider: its executable and its cache.
 type plugin struct {
-	cfg   kubeletconfigv1.CredentialProvider
-	bin   string
-	clock clock.Clock
+	cfg       kubeletconfigv1.CredentialProvider
+	bin       string
+	clock     clock.Clock
+	waitDelay time.Duration // exec.Cmd's WaitDelay
 	// run executes the plugin; replaced in tests.
 	run   func(ctx context.Context, image string) (*credentialproviderv1.CredentialProviderResponse, error)
 	group singleflight.Group
@@ -47,7 +65,7 @@ type cacheEntry struct {
 }
 
 func newPlugin(cfg kubeletconfigv1.CredentialProvider, binDir string, clk clock.Clock) *plugin {
-	p := &plugin{cfg: cfg, bin: filepath.Join(binDir, cfg.Name), clock: clk, cache: map[string]cacheEntry{}}
+	p := &plugin{cfg: cfg, bin: filepath.Join(binDir, cfg.Name), clock: clk, waitDelay: pluginWaitDelay, cache: map[string]cacheEntry{}}
 	p.run = p.exec
 	return p
 }
@@ -150,7 +168,10 @@ func registryOf(repo string) string {
 }
 
 // exec runs the plugin: the request on stdin, its args, the node's
-// environment plus the configured env, at most execTimeout.
+// environment plus the configured env, at most execTimeout. The plugin
+// runs in a process group of its own, killed whole on timeout or when a
+// child it left holds its output open past waitDelay. Its answer is cut
+// off at maxResponseSize, its stderr kept up to maxStderr.
 func (p *plugin) exec(ctx context.Context, image string) (*credentialproviderv1.CredentialProviderResponse, error) {
 	req, err := json.Marshal(credentialproviderv1.CredentialProviderRequest{
 		TypeMeta: metav1.TypeMeta{APIVersion: pluginAPIVersion, Kind: "CredentialProviderRequest"},
@@ -162,19 +183,41 @@ func (p *plugin) exec(ctx context.Context, image string) (*credentialproviderv1.
 	ctx, cancel := context.WithTimeout(ctx, execTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.bin, p.cfg.Args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(req), &stdout, &stderr
+	stdout := &limitedBuffer{max: maxResponseSize, err: errResponseTooLarge}
+	stderr := &limitedBuffer{max: maxStderr}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(req), stdout, stderr
 	cmd.Env = os.Environ()
 	for _, e := range p.cfg.Env {
 		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 	}
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	cmd.WaitDelay = p.waitDelay
+	err = cmd.Run()
+	switch {
+	case stdout.exceeded:
+		err = fmt.Errorf("%w (%d bytes)", errResponseTooLarge, maxResponseSize)
+	case errors.Is(err, exec.ErrWaitDelay):
+		err = errOutputHeld
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	}
+	if err != nil {
+		// Whatever the plugin left behind goes with it.
+		if kerr := killGroup(cmd); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
+			klog.V(2).InfoS("Could not kill the credential provider plugin's processes", "plugin", p.cfg.Name, "err", kerr)
 		}
 		return nil, fmt.Errorf("error execing credential provider plugin %s for image %s: %w; stderr: %s", p.cfg.Name, image, err, strings.TrimSpace(stderr.String()))
 	}
 	return decodeResponse(stdout.Bytes())
+}
+
+// killGroup kills the process group the plugin leads.
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // decodeResponse reads a CredentialProviderResponse of the protocol's
@@ -192,3 +235,31 @@ func decodeResponse(b []byte) (*credentialproviderv1.CredentialProviderResponse,
 	}
 	return resp, nil
 }
+
+// limitedBuffer keeps what is written up to max bytes. Past that, it
+// fails the write with err (the copy from the plugin stops, its pipe is
+// closed, and a plugin still writing gets SIGPIPE), or, with err nil,
+// drops the rest quietly. It has no ReadFrom, so that every copy goes
+// through Write.
+type limitedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	err      error
+	exceeded bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	room := b.max - b.buf.Len()
+	if len(p) <= room {
+		return b.buf.Write(p)
+	}
+	b.exceeded = true
+	b.buf.Write(p[:room])
+	if b.err != nil {
+		return room, b.err
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *limitedBuffer) String() string { return b.buf.String() }

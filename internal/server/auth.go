@@ -110,6 +110,8 @@ func (a *Auth) Run(ctx context.Context) {
 // allowed, with upstream's messages.
 func (a *Auth) Filter(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reviews wait their turn by client (reviewGuard).
+		r = r.WithContext(withClient(r.Context(), r.RemoteAddr))
 		u, ok, err := a.authn(r)
 		if errors.Is(err, errTooManyReviews) {
 			tooManyRequests(w)

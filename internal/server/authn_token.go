@@ -54,42 +54,52 @@ func (t *tokenReviewer) authenticate(ctx context.Context, token string) (*User, 
 	h := hmac.New(sha256.New, t.hmacKey)
 	h.Write([]byte(token))
 	key := string(h.Sum(nil))
-	if v, ok := t.cache.Get(key); ok {
-		r := v.(tokenResult)
-		return r.user, r.ok, nil
+	for {
+		if v, ok := t.cache.Get(key); ok {
+			r := v.(tokenResult)
+			return r.user, r.ok, nil
+		}
+		// The first request with the token waits for the review's turn
+		// with its own context; the review itself is shared, so it is not.
+		ch := t.group.DoChan(key, func() (any, error) { return t.lookup(ctx, key, token) })
+		select {
+		case res := <-ch:
+			if errors.Is(res.Err, errClientGone) && ctx.Err() == nil {
+				continue // the request that waited left: wait anew
+			}
+			if res.Err != nil {
+				return nil, false, res.Err
+			}
+			r := res.Val.(tokenResult)
+			return r.user, r.ok, nil
+		case <-ctx.Done():
+			return nil, false, errClientGone
+		}
 	}
-	ch := t.group.DoChan(key, func() (any, error) {
-		if v, ok := t.cache.Get(key); ok { // raced with another lookup
-			return v, nil
-		}
-		release, err := t.guard.acquire()
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		// Shared by several requests: not bound to this one's context.
-		ctx, cancel := context.WithTimeout(context.Background(), sharedLookupTimeout)
-		defer cancel()
-		u, ok, err := t.review(ctx, token)
-		if err != nil {
-			return nil, err
-		}
-		r := tokenResult{u, ok}
-		if t.ttl > 0 {
-			t.cache.Set(key, r, t.ttl)
-		}
-		return r, nil
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, false, res.Err
-		}
-		r := res.Val.(tokenResult)
-		return r.user, r.ok, nil
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+}
+
+// lookup reviews the token once its turn comes (waiting with ctx), and
+// caches the answer.
+func (t *tokenReviewer) lookup(ctx context.Context, key, token string) (any, error) {
+	if v, ok := t.cache.Get(key); ok { // raced with another lookup
+		return v, nil
 	}
+	release, err := t.guard.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedLookupTimeout)
+	defer cancel()
+	u, ok, err := t.review(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	r := tokenResult{u, ok}
+	if t.ttl > 0 {
+		t.cache.Set(key, r, t.ttl)
+	}
+	return r, nil
 }
 
 // review asks the apiserver, retrying transient failures.

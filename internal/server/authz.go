@@ -91,7 +91,7 @@ func (s *accessReviewer) authorize(ctx context.Context, a attributes) (decision,
 	if v, ok := s.cache.Get(key); ok {
 		status = v.(authorizationv1.SubjectAccessReviewStatus)
 	} else {
-		release, err := s.guard.acquire()
+		release, err := s.guard.acquire(ctx)
 		if err != nil {
 			return noOpinion, err
 		}
