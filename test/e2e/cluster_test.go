@@ -345,9 +345,10 @@ func TestSkiffRestartKeepsAPIPods(t *testing.T) {
 }
 
 // Resilience: containerd restarted. The node goes NotReady while it is
-// away and Ready again after; pods keep their containers.
+// away and Ready again after; pods keep their containers. It restarts
+// the dev containerd the way hack/containerd.sh does, so it runs alone.
 func TestContainerdRestart(t *testing.T) {
-	cn := newPrivateClusterNode(t)
+	cn := newClusterNode(t)
 	cn.start()
 	cn.createPod(t, busyboxPod("survivor", "exec sleep 3600"))
 	before := cn.waitPod(t, cn.ns, "survivor", 60*time.Second, "ready", isReady).Status.ContainerStatuses[0]

@@ -77,9 +77,9 @@ func newPrivateClusterNode(t *testing.T) *clusterNode {
 	c := getCluster(t)
 	n := newPrivateNode(t)
 	n.name = fmt.Sprintf("%s-%d", nodeName, n.rt.id)
-	cn := joinCluster(t, c, n)
-	t.Cleanup(func() { _ = cn.admin.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
-	return cn
+	// After the pods' deletion, which joinCluster's cleanup waits for.
+	t.Cleanup(func() { _ = c.Client().CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
+	return joinCluster(t, c, n)
 }
 
 func joinCluster(t *testing.T, c *cluster.Cluster, n *node) *clusterNode {
