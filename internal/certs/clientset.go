@@ -1,10 +1,14 @@
 package certs
 
 import (
+	"net"
+	"time"
+
 	"k8s.io/client-go/kubernetes"
 	certificatesv1 "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	certificatesv1beta1 "k8s.io/client-go/kubernetes/typed/certificates/v1beta1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 
 	"github.com/skiff-sh/skiff/internal/kube"
 )
@@ -53,19 +57,19 @@ func newCSRClientsetForConfig(rc *rest.Config) (kubernetes.Interface, error) {
 	return newCSRClientset(c), nil
 }
 
-// newReleasableCSRClientset is newCSRClientsetForConfig with its own
-// HTTP client, and a function that closes that client's idle
-// connections. client-go shares transports between equal configs and keeps
-// idle connections for 90 s, so without it a connection would outlive
-// the credentials it was opened with.
+// newReleasableCSRClientset is newCSRClientsetForConfig with connections
+// of its own, and a function that closes all of them. client-go shares
+// transports between equal configs and keeps idle connections for 90 s,
+// and the CSR watch's stream may still be open (its informer winds down
+// on its own) when the certificate is issued: closing only the idle
+// connections then left one authenticated by the bootstrap token open.
 func newReleasableCSRClientset(rc *rest.Config) (kubernetes.Interface, func(), error) {
-	hc, err := rest.HTTPClientFor(rc)
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	rc = rest.CopyConfig(rc)
+	rc.Dial = dialer.DialContext // a config with its own dialer gets a transport of its own
+	c, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := kube.NewForConfigAndClient(rc, hc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return newCSRClientset(c), hc.CloseIdleConnections, nil
+	return newCSRClientset(c), dialer.CloseAll, nil
 }

@@ -2,6 +2,9 @@ package certs
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -9,8 +12,10 @@ import (
 
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -61,5 +66,66 @@ func TestCSRClientsetV1beta1Fallback(t *testing.T) {
 	}
 	if need, reason, err := NeedsBootstrap(filepath.Join(dir, "kubelet.kubeconfig"), time.Now()); need || err != nil {
 		t.Errorf("after bootstrap: need %v (%s) err %v", need, reason, err)
+	}
+}
+
+// Releasing the bootstrap client closes its connections, a watch's that
+// is still streaming too: none authenticated by the bootstrap token stays
+// open after the bootstrap.
+func TestReleaseClosesStreamingConnections(t *testing.T) {
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	watching := make(chan struct{}, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // a watch that sends nothing until it is cut
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+
+	rc := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, BearerToken: "abcdef.0123456789abcdef"}
+	client, release, err := newReleasableCSRClientset(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if w, err := client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{}); err == nil {
+			for range w.ResultChan() {
+			}
+		}
+	}()
+	<-watching
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(open)
+		mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open 10 s after release", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
