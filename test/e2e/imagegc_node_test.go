@@ -409,7 +409,7 @@ func (dn *diskNode) output(t *testing.T, name string) string {
 func (dn *diskNode) nodeEvents(t *testing.T, reason string, since time.Time) []v1.Event {
 	t.Helper()
 	evs, err := dn.admin.CoreV1().Events("default").List(dn.ctx(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + nodeName + ",reason=" + reason})
+		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + dn.hostname() + ",reason=" + reason})
 	must(t, err)
 	var out []v1.Event
 	for _, e := range evs.Items {
