@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -353,5 +354,25 @@ func TestSandboxNeedsNoImageFromSkiff(t *testing.T) {
 	}
 	if len(f.img.Images) != 1 || f.img.Images["busybox:1"] == nil {
 		t.Errorf("images after sync: %v, want only busybox:1", f.img.Images)
+	}
+}
+
+// A sandbox made but unusable is rolled back; what fails in the roll-back
+// is returned with the error that caused it, not dropped.
+func TestUnusableSandboxRollbackErrorsAreJoined(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	statusErr, removeErr := errors.New("status refused"), errors.New("remove refused")
+	f.rt.InjectError("PodSandboxStatus", statusErr)
+	f.rt.InjectError("RemovePodSandbox", removeErr)
+	res := f.sync()
+	if !errors.Is(res.Err, statusErr) || !errors.Is(res.Err, removeErr) {
+		t.Fatalf("sync error %v, want both the status and the roll-back error", res.Err)
+	}
+	if n := len(f.rt.Sandboxes); n != 1 {
+		t.Fatalf("%d sandboxes, want the one whose removal failed", n)
+	}
+	// The next sync removes nothing more and makes a working sandbox.
+	if res := f.sync(); res.Err != nil || !res.Started {
+		t.Fatalf("second sync: err=%v started=%v", res.Err, res.Started)
 	}
 }
