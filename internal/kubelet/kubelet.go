@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -29,7 +28,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/eviction"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/pleg"
@@ -126,8 +124,7 @@ type Kubelet struct {
 	logsDir  string // podLogsDir: /var/log/pods
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
-
-	pressure atomic.Pointer[eviction.Pressure] // set once the eviction manager runs
+	eviction evictionManagers
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -183,6 +180,7 @@ func New(d Deps) (*Kubelet, error) {
 		k.sources = append(k.sources, podsource.HTTP)
 	}
 	k.sources = append(k.sources, k.cluster.sources()...)
+	k.eviction = k.newEvictionManagers()
 	k.hooks = k.podHooks()
 	return k, nil
 }
