@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -28,8 +29,8 @@ func (h startupHook) Teardown(_ context.Context, ref container.PodRef) error {
 
 // newStartupTracker records pods' start-up phases as histograms on
 // /metrics and, if asked, as one Event per pod.
-func newStartupTracker(cfg Config, rec podruntime.Recorder) (*podstartup.Tracker, error) {
-	c := podstartup.Config{Registerer: metrics.Registry}
+func newStartupTracker(cfg Config, rec podruntime.Recorder, clk clock.PassiveClock) (*podstartup.Tracker, error) {
+	c := podstartup.Config{Registerer: metrics.Registry, Clock: clk}
 	if cfg.PodStartupBreakdownEvents {
 		c.Events = rec
 	}

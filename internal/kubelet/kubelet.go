@@ -61,8 +61,9 @@ type Deps struct {
 	Heartbeat, Reviews, Events kube.Interface
 	// Creds renews Client's certificate; nil when nothing rotates.
 	Creds *certs.Client
-	// Clock times PLEG, the pod workers, the prober and status reports;
-	// nil: the real one.
+	// Clock times PLEG, the pod workers, the prober, status reports, the
+	// runtime manager, eviction, image GC and start-up tracking; nil: the
+	// real one.
 	Clock clock.WithTicker
 	// Cgroups places pods in cgroups (*podcgroups.Manager).
 	Cgroups PodCgroups
@@ -153,7 +154,7 @@ func New(d Deps) (*Kubelet, error) {
 	if err := k.newCluster(d); err != nil {
 		return nil, err
 	}
-	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
+	if k.startup, err = newStartupTracker(cfg, k.recorder, d.Clock); err != nil {
 		return nil, err
 	}
 	k.volumes = k.newVolumes(d.Client)
@@ -214,6 +215,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 			return strings.ToLower(string(kind)), failed
 		},
 		SandboxRemovalDelay: k.periods.SandboxRemoval,
+		Clock:               k.clock,
 	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	return rc

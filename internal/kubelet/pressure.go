@@ -39,6 +39,7 @@ func (k *Kubelet) newEvictionManagers() evictionManagers {
 		LowThresholdPercent:  int(ptr.Deref(kc.ImageGCLowThresholdPercent, 80)),
 		MinAge:               kc.ImageMinimumGCAge.Duration, MaxAge: kc.ImageMaximumGCAge.Duration,
 		SandboxImage: k.cfg.PodInfraContainerImage, Recorder: k.recorder, NodeRef: k.nodeRef(),
+		Clock: k.clock,
 	})
 	m.pressure = k.newPressure(localStorage, m.imageGC)
 	if localStorage {
@@ -46,6 +47,7 @@ func (k *Kubelet) newEvictionManagers() evictionManagers {
 			PodDir: k.volumes.PodDir,
 			Pods:   k.evictablePods,
 			Evict:  func(p *v1.Pod, message string) { k.evict(p, 0, message) },
+			Clock:  k.clock,
 		})
 	}
 	return m
@@ -94,6 +96,7 @@ func (k *Kubelet) newPressure(localStorage bool, gc *imagegc.Manager) *eviction.
 		ReclaimImages: gc.DeleteUnusedImages,
 		Recorder:      k.recorder,
 		NodeRef:       k.nodeRef(),
+		Clock:         k.clock,
 	})
 }
 

@@ -119,13 +119,13 @@ func (m *Manager) RemovingSandboxes(pod types.UID, listed time.Time) bool {
 // ends. Sandboxes still queued then are found again after a restart: their
 // pod is an orphan, stopped and removed anew.
 func (m *Manager) RunSandboxRemover(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
+	t := m.cfg.Clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
 			m.removeDue(ctx, now)
 		}
 	}
@@ -143,6 +143,6 @@ func (m *Manager) removeDue(ctx context.Context, now time.Time) {
 			klog.V(4).InfoS("Removed pod sandbox", "podUID", r.pod, "sandbox", id)
 		}
 		// The clock, not now: removing many sandboxes takes a while.
-		m.removals.finish(id, time.Now())
+		m.removals.finish(id, m.cfg.Clock.Now())
 	}
 }

@@ -101,7 +101,7 @@ func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
 			return false
 		}
 	}
-	began := time.Now()
+	began := m.cfg.Clock.Now()
 	id, ips, err := m.createSandbox(ctx, s.pod, attempt)
 	m.timed(s.pod, phaseSandbox, "", began)
 	if err != nil {
@@ -112,7 +112,7 @@ func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
 		}
 		return false
 	}
-	s.sandboxID, s.ips, s.since = id, ips, time.Now().Add(-time.Second)
+	s.sandboxID, s.ips, s.since = id, ips, m.cfg.Clock.Now().Add(-time.Second)
 	s.sandboxCfg = m.sandboxConfig(s.pod, attempt)
 	// What ran in the old sandbox is history: init containers run again.
 	s.status = &container.PodStatus{ID: st.ID, Name: st.Name, Namespace: st.Namespace, Containers: st.Containers}

@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
@@ -38,8 +37,8 @@ func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fi
 	m := New(Config{
 		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
 		PodLogsDir: t.TempDir(),
+		Clock:      clock,
 	})
-	m.crashBackOff = flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, clock)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("uid-1")},
 		Spec: v1.PodSpec{

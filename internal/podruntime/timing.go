@@ -24,6 +24,6 @@ const (
 // timed records the time since start, if a Timer is configured.
 func (m *Manager) timed(pod *v1.Pod, phase, container string, start time.Time) {
 	if m.cfg.Timer != nil {
-		m.cfg.Timer.Observe(pod.UID, phase, container, time.Since(start))
+		m.cfg.Timer.Observe(pod.UID, phase, container, m.cfg.Clock.Since(start))
 	}
 }

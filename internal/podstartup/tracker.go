@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Phases of a pod's start, in the order they happen.
@@ -44,8 +45,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Events, when set, receives one PodStartupBreakdown Event per pod.
 	Events Recorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock times the phases; nil: the real one.
+	Clock clock.PassiveClock
 }
 
 // Tracker records pods' start-up phases from the moment the kubelet first
@@ -79,8 +80,8 @@ var buckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
 // New returns a Tracker and registers its histograms.
 func New(cfg Config) (*Tracker, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	t := &Tracker{
 		cfg:  cfg,
@@ -127,7 +128,7 @@ func (t *Tracker) Seen(uid types.UID) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.pods[uid]; !ok {
@@ -140,7 +141,7 @@ func (t *Tracker) Admitted(uid types.UID, d time.Duration) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.active(uid); r != nil && r.admitted.IsZero() {
@@ -154,7 +155,7 @@ func (t *Tracker) SyncStarted(uid types.UID) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.active(uid); r != nil && !r.synced {
@@ -174,7 +175,7 @@ func (t *Tracker) Observe(uid types.UID, phase, container string, d time.Duratio
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.active(uid)
@@ -198,7 +199,7 @@ func (t *Tracker) Ready(pod *v1.Pod) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	r := t.active(pod.UID)
 	if r == nil {

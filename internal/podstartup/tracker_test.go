@@ -11,13 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	testclock "k8s.io/utils/clock/testing"
 )
 
-type fakeClock struct{ t time.Time }
+type fakeClock = testclock.FakeClock
 
-func (c *fakeClock) now() time.Time       { return c.t }
-func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *fakeClock                { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func newClock() *fakeClock {
+	return testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
 func pod(uid string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: types.UID(uid)}}
 }
@@ -26,7 +28,7 @@ func (r *fakeRecorder) last() string      { return r.events[len(r.events)-1] }
 func (r *fakeRecorder) reasons() []string { return r.reasonList }
 func newTracker(t *testing.T, c *fakeClock, rec Recorder, reg prometheus.Registerer) *Tracker {
 	t.Helper()
-	tr, err := New(Config{Registerer: reg, Events: rec, Now: c.now})
+	tr, err := New(Config{Registerer: reg, Events: rec, Clock: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,19 +49,19 @@ func (r *fakeRecorder) Eventf(_ runtime.Object, eventtype, reason, format string
 // 2 ms volumes, 300 ms sandbox, then image/create/start of "main".
 func start(c *fakeClock, tr *Tracker, uid types.UID) {
 	tr.Seen(uid)
-	c.step(time.Millisecond)
+	c.Step(time.Millisecond)
 	tr.Admitted(uid, time.Millisecond)
-	c.step(5 * time.Millisecond)
+	c.Step(5 * time.Millisecond)
 	tr.SyncStarted(uid)
-	c.step(2 * time.Millisecond)
+	c.Step(2 * time.Millisecond)
 	tr.Observe(uid, Volumes, "", 2*time.Millisecond)
-	c.step(300 * time.Millisecond)
+	c.Step(300 * time.Millisecond)
 	tr.Observe(uid, Sandbox, "", 300*time.Millisecond)
-	c.step(3 * time.Millisecond)
+	c.Step(3 * time.Millisecond)
 	tr.Observe(uid, Image, "main", 3*time.Millisecond)
-	c.step(40 * time.Millisecond)
+	c.Step(40 * time.Millisecond)
 	tr.Observe(uid, Create, "main", 40*time.Millisecond)
-	c.step(60 * time.Millisecond)
+	c.Step(60 * time.Millisecond)
 	tr.Observe(uid, Start, "main", 60*time.Millisecond)
 }
 
@@ -69,7 +71,7 @@ func TestBreakdownEvent(t *testing.T) {
 	tr := newTracker(t, c, rec, reg)
 	p := pod("a")
 	start(c, tr, p.UID)
-	c.step(100 * time.Millisecond)
+	c.Step(100 * time.Millisecond)
 	tr.Ready(p)
 	tr.Ready(p) // only the first Ready counts
 
@@ -178,13 +180,13 @@ func TestTrackerCases(t *testing.T) {
 			events: true,
 			run: func(c *fakeClock, tr *Tracker, p *v1.Pod) {
 				tr.Seen(p.UID)
-				c.step(7 * time.Millisecond)
+				c.Step(7 * time.Millisecond)
 				tr.SyncStarted(p.UID)
 				tr.SyncStarted(p.UID) // later syncs do not count
 				tr.Observe(p.UID, Sandbox, "", 100*time.Millisecond)
 				tr.Observe(p.UID, Sandbox, "", 200*time.Millisecond)
 				tr.Observe(p.UID, Start, "main", 10*time.Millisecond)
-				c.step(time.Second)
+				c.Step(time.Second)
 				tr.Ready(p)
 			},
 			wantEvents: 1,
