@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
@@ -83,6 +84,8 @@ type PressureConfig struct {
 	// where the runtime keeps its images, which only the runtime can say.
 	// An error leaves node-pressure eviction off.
 	Configure func(ctx context.Context) (thresholds []Threshold, dedicatedImageFs bool, err error)
+	// Metrics counts evictions by signal; nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // Pressure is the node-pressure eviction manager: it observes the signals,
@@ -107,6 +110,9 @@ func NewPressure(cfg PressureConfig) *Pressure {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
 	p := &Pressure{cfg: cfg, conditionSeen: map[v1.NodeConditionType]time.Time{}, firstMet: map[string]time.Time{}}
 	p.setRanks()
@@ -211,7 +217,7 @@ func (p *Pressure) Synchronize(ctx context.Context) []*v1.Pod {
 		}
 		msg := message(res, pod, stats, thresholds, obs)
 		if p.cfg.Evict(pod, grace, msg) {
-			evictions.WithLabelValues(string(t.Signal)).Inc()
+			p.cfg.Metrics.Evictions.WithLabelValues(string(t.Signal)).Inc()
 			return []*v1.Pod{pod}
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -130,13 +131,18 @@ type Kubelet struct {
 
 // New builds Skiff from its dependencies; nothing runs until Run.
 func New(d Deps) (*Kubelet, error) {
-	cfg, kc := d.Config, d.Config.Kubelet
+	kc := d.Config.Kubelet
 	if d.CRI == nil || d.Cgroups == nil || kc == nil {
 		return nil, errors.New("kubelet: New needs the CRI client, the pod cgroups and the kubelet configuration")
 	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
 	}
+	if d.Config.Metrics == nil {
+		d.Config.Metrics = metrics.New()
+	}
+	d.Config.Metrics.SetNodeName(d.Config.NodeName)
+	cfg := d.Config
 	sysctls, err := admission.NewSysctls(kc.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, err
@@ -154,18 +160,17 @@ func New(d Deps) (*Kubelet, error) {
 	if err := k.newCluster(d); err != nil {
 		return nil, err
 	}
-	if k.startup, err = newStartupTracker(cfg, k.recorder, d.Clock); err != nil {
-		return nil, err
-	}
+	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
 	k.volumes = k.newVolumes(d.Client)
-	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock})
+	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
+		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
 	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
 		return nil, err
 	}
 	k.runtime = podruntime.New(rc)
 	k.pleg = pleg.New(pleg.Config{Runtime: k.runtime, Cache: k.cache, Period: k.periods.PLEG, Clock: d.Clock,
-		Events: d.CRI.Runtime})
+		Events: d.CRI.Runtime, Metrics: cfg.Metrics})
 	k.workers = podworker.New(podworker.Config{
 		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod, Clock: d.Clock,
 	})
@@ -216,6 +221,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 		},
 		SandboxRemovalDelay: k.periods.SandboxRemoval,
 		Clock:               k.clock,
+		Metrics:             k.cfg.Metrics,
 	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	return rc

@@ -37,6 +37,12 @@ func TestPodRunsReportsAndIsDeleted(t *testing.T) {
 	if !m.cg.has(p.UID) {
 		t.Error("no pod cgroup for a running pod")
 	}
+	// One start tracker observed the start, into this Kubelet's registry.
+	for _, name := range []string{"kubelet_pod_start_duration_seconds", "skiff_pod_startup_duration_seconds"} {
+		if n := histogramCount(t, k, name); n != 1 {
+			t.Errorf("%s has %d observations, want 1", name, n)
+		}
+	}
 
 	m.deletePod("web")
 	eventually(t, "the pod's API object deleted", func() bool { return m.apiPod("web") == nil })
@@ -77,7 +83,7 @@ func TestLivenessFailureRestartsContainer(t *testing.T) {
 		p := m.apiPod("probed")
 		return p != nil && p.Status.ContainerStatuses[0].RestartCount == 1
 	})
-	if metricSeries(t, uid) == 0 {
+	if metricSeries(t, k, uid) == 0 {
 		t.Error("no probe metrics for the probed pod")
 	}
 

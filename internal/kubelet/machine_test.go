@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +28,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/kube"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // The whole kubelet, in-process: New and Run over k8s.io/cri-api's fake
@@ -152,25 +150,40 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 // record, no status, no worker, no cgroup, no metric series.
 func (m *machine) forgotten(k *Kubelet, uid types.UID) bool {
 	_, hasStatus := k.statuses.Status(uid)
-	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid) && metricSeries(m.t, uid) == 0
+	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid) && metricSeries(m.t, k, uid) == 0
 }
 
-// metricSeries counts the series /metrics and /metrics/probes show with
-// the pod's UID as a label.
-func metricSeries(t *testing.T, uid types.UID) int {
+// metricSeries counts the series the Kubelet's /metrics and
+// /metrics/probes show with the pod's UID as a label.
+func metricSeries(t *testing.T, k *Kubelet, uid types.UID) int {
+	families, err := k.cfg.Metrics.Gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
-	for _, g := range []prometheus.Gatherer{metrics.Registry, metrics.ProbeRegistry} {
-		families, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			for _, s := range f.GetMetric() {
-				for _, l := range s.GetLabel() {
-					if l.GetValue() == string(uid) {
-						n++
-					}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetValue() == string(uid) {
+					n++
 				}
+			}
+		}
+	}
+	return n
+}
+
+// histogramCount is how many observations the Kubelet's histogram has.
+func histogramCount(t *testing.T, k *Kubelet, name string) uint64 {
+	families, err := k.cfg.Metrics.Gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, s := range f.GetMetric() {
+				n += s.GetHistogram().GetSampleCount()
 			}
 		}
 	}

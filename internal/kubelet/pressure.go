@@ -97,6 +97,7 @@ func (k *Kubelet) newPressure(localStorage bool, gc *imagegc.Manager) *eviction.
 		Recorder:      k.recorder,
 		NodeRef:       k.nodeRef(),
 		Clock:         k.clock,
+		Metrics:       k.cfg.Metrics,
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/images/keyring"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // ReasonImageInspectError: the runtime could not say whether it has the image.
@@ -78,8 +77,10 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 		image, res.Pulling.Truncate(time.Millisecond), end.Sub(start).Truncate(time.Millisecond), res.Size)
 	// The pull's duration by image size; the pod start tracker leaves pull
 	// time out of the start SLI.
-	metrics.ObserveImagePull(end.Sub(start).Seconds(), res.Size)
-	metrics.PodStarts.Pulled(pod.UID, start, end)
+	m.cfg.Metrics.Runtime.ObserveImagePull(end.Sub(start), res.Size)
+	if m.cfg.Timer != nil {
+		m.cfg.Timer.Pulled(pod.UID, start, end)
+	}
 	return res.ImageRef, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/envvars"
 	"github.com/skiff-sh/skiff/internal/images"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Recorder emits Kubernetes Events; client-go's record.EventRecorder fits.
@@ -72,6 +73,9 @@ type Config struct {
 	// Clock times back-offs, hooks, start-up steps and sandbox removal;
 	// nil: the real one.
 	Clock clock.WithTicker
+	// Metrics counts pods and containers started and times image pulls;
+	// nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -116,6 +120,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
 	crashInitial, crashMax := cfg.CrashBackOffInitial, cfg.CrashBackOffMax
 	if crashInitial <= 0 || crashMax <= 0 {

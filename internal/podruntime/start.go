@@ -51,12 +51,12 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		return false
 	}
 	ctype := containerType(pod, c)
-	metrics.StartedContainers.WithLabelValues(ctype).Inc()
+	m.cfg.Metrics.Runtime.StartedContainers.WithLabelValues(ctype).Inc()
 	began = m.cfg.Clock.Now()
 	id, err := m.cfg.CRI.Runtime.CreateContainer(ctx, s.sandboxID, cfg, s.sandboxCfg)
 	m.timed(pod, phaseCreate, c.Name, began)
 	if err != nil {
-		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
+		m.cfg.Metrics.Runtime.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, err.Error()}, backOffInitial)
 		return false
@@ -66,7 +66,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	err = m.cfg.CRI.Runtime.StartContainer(ctx, id)
 	m.timed(pod, phaseStart, c.Name, began)
 	if err != nil {
-		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
+		m.cfg.Metrics.Runtime.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonRunContainer, err.Error()}, backOffInitial)
 		return false
