@@ -22,6 +22,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // skiffVersion is set at build time with -ldflags "-X main.skiffVersion=...".
@@ -79,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stopProfile()
 	}
+	// One registry for this kubelet: what it records, /metrics serves.
+	cfg.Metrics = metrics.New()
 	if err := kubelet.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "skiff: %v\n", err)
 		return 1

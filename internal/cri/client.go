@@ -11,6 +11,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Client bundles the runtime and image services of one endpoint.
@@ -24,8 +26,9 @@ type Client struct {
 }
 
 // Dial connects to the runtime and image endpoints (image defaults to the
-// runtime endpoint) and checks that the runtime answers Version.
-func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, timeout time.Duration) (*Client, error) {
+// runtime endpoint) and checks that the runtime answers Version. Every
+// call is counted and timed in m; nil counts nothing.
+func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, timeout time.Duration, m *metrics.Registry) (*Client, error) {
 	if imageEndpoint == "" {
 		imageEndpoint = runtimeEndpoint
 	}
@@ -38,7 +41,10 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, timeout ti
 	if err != nil {
 		return nil, fmt.Errorf("connect to image service %s: %w", imageEndpoint, err)
 	}
-	c := &Client{Runtime: instrumentedRuntime{rs}, Images: instrumentedImages{is}}
+	c := &Client{Runtime: rs, Images: is}
+	if m != nil {
+		c.Runtime, c.Images = instrumentedRuntime{rs, &m.Runtime}, instrumentedImages{is, &m.Runtime}
+	}
 	vctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, err := rs.Version(vctx, "v1")

@@ -11,9 +11,9 @@ import (
 )
 
 // counter reads kubelet_runtime_operations_<suffix>{operation_type=op}.
-func counter(t *testing.T, name, op string) float64 {
+func counter(t *testing.T, reg *metrics.Registry, name, op string) float64 {
 	t.Helper()
-	mfs, err := metrics.Registry.Gather()
+	mfs, err := reg.Gatherers().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,8 @@ func TestInstrumentedCallsAreCounted(t *testing.T) {
 	ctx := context.Background()
 	fake := critest.NewFakeRuntimeService()
 	images := critest.NewFakeImageService()
-	rs, is := instrumentedRuntime{fake}, instrumentedImages{images}
+	reg := metrics.New()
+	rs, is := instrumentedRuntime{fake, &reg.Runtime}, instrumentedImages{images, &reg.Runtime}
 
 	for _, tc := range []struct {
 		op   string
@@ -52,9 +53,9 @@ func TestInstrumentedCallsAreCounted(t *testing.T) {
 		{"image_fs_info", func() error { _, err := is.ImageFsInfo(ctx); return err },
 			func(e error) { images.InjectError("ImageFsInfo", e) }},
 	} {
-		total := counter(t, "kubelet_runtime_operations_total", tc.op)
-		errs := counter(t, "kubelet_runtime_operations_errors_total", tc.op)
-		hist := counter(t, "kubelet_runtime_operations_duration_seconds", tc.op)
+		total := counter(t, reg, "kubelet_runtime_operations_total", tc.op)
+		errs := counter(t, reg, "kubelet_runtime_operations_errors_total", tc.op)
+		hist := counter(t, reg, "kubelet_runtime_operations_duration_seconds", tc.op)
 		if err := tc.call(); err != nil {
 			t.Fatalf("%s: %v", tc.op, err)
 		}
@@ -62,13 +63,13 @@ func TestInstrumentedCallsAreCounted(t *testing.T) {
 		if err := tc.call(); err == nil {
 			t.Fatalf("%s: injected error not returned", tc.op)
 		}
-		if got := counter(t, "kubelet_runtime_operations_total", tc.op) - total; got != 2 {
+		if got := counter(t, reg, "kubelet_runtime_operations_total", tc.op) - total; got != 2 {
 			t.Errorf("%s: operations %v, want 2", tc.op, got)
 		}
-		if got := counter(t, "kubelet_runtime_operations_duration_seconds", tc.op) - hist; got != 2 {
+		if got := counter(t, reg, "kubelet_runtime_operations_duration_seconds", tc.op) - hist; got != 2 {
 			t.Errorf("%s: duration observations %v, want 2", tc.op, got)
 		}
-		if got := counter(t, "kubelet_runtime_operations_errors_total", tc.op) - errs; got != 1 {
+		if got := counter(t, reg, "kubelet_runtime_operations_errors_total", tc.op) - errs; got != 1 {
 			t.Errorf("%s: errors %v, want 1", tc.op, got)
 		}
 	}

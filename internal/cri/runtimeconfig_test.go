@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 func TestCgroupDriverFromRuntime(t *testing.T) {
@@ -46,7 +48,7 @@ func TestCgroupDriverFromRuntime(t *testing.T) {
 				fake.InjectError("RuntimeConfig", err)
 			}
 			// Through the instrumented client, as Skiff calls it.
-			got, err := CgroupDriver(context.Background(), instrumentedRuntime{fake}, tc.configured)
+			got, err := CgroupDriver(context.Background(), instrumentedRuntime{fake, &metrics.New().Runtime}, tc.configured)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Errorf("got %q, %v; want %q (error: %v)", got, err, tc.want, tc.wantErr)
 			}

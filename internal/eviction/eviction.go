@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/du"
 )
@@ -31,6 +32,8 @@ type Config struct {
 	Pods func() []*v1.Pod
 	// Evict stops the pod and fails it with Reason and message.
 	Evict func(pod *v1.Pod, message string)
+	// Clock ticks the checks; nil: the real one.
+	Clock clock.WithTicker
 }
 
 // Manager measures emptyDir usage and evicts the pods over their limits.
@@ -43,18 +46,21 @@ func New(cfg Config) *Manager {
 	if cfg.Period <= 0 {
 		cfg.Period = 10 * time.Second
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Manager{cfg: cfg}
 }
 
 // Run checks every Period until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Period)
+	t := m.cfg.Clock.NewTicker(m.cfg.Period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			m.Check(ctx)
 		}
 	}

@@ -3,14 +3,11 @@ package eviction
 import (
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Local storage messages, as upstream's.
@@ -18,14 +15,6 @@ const (
 	containerEphemeralStorageMessageFmt = "Container %s exceeded its local ephemeral storage limit %q. "
 	podEphemeralStorageMessageFmt       = "Pod ephemeral local storage usage exceeds the total limit of containers %s. "
 )
-
-// evictions counts evictions by signal, as upstream's kubelet_evictions.
-var evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Subsystem: "kubelet", Name: "evictions",
-	Help: "Cumulative number of pod evictions by eviction signal",
-}, []string{"eviction_signal"})
-
-func init() { metrics.Registry.MustRegister(evictions) }
 
 // message says why a pod is evicted for a resource, as upstream: the
 // resource, the threshold and what was available, and each container
@@ -97,7 +86,7 @@ func (p *Pressure) localStorage(pods []*v1.Pod, stats podStatsFunc) []*v1.Pod {
 		}
 		klog.InfoS("Evicting pod over its local storage limit", "pod", klog.KObj(pod), "message", msg)
 		if p.cfg.Evict(pod, immediateGracePeriod, msg) {
-			evictions.WithLabelValues(signal).Inc()
+			p.cfg.Metrics.Evictions.WithLabelValues(signal).Inc()
 			out = append(out, pod)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
@@ -78,6 +79,13 @@ type PressureConfig struct {
 	Recorder                         Recorder
 	NodeRef                          *v1.ObjectReference
 	Clock                            clock.Clock
+	// Configure, when set, is asked once as Run begins for the thresholds
+	// and DedicatedImageFs, which replace the ones above: they depend on
+	// where the runtime keeps its images, which only the runtime can say.
+	// An error leaves node-pressure eviction off.
+	Configure func(ctx context.Context) (thresholds []Threshold, dedicatedImageFs bool, err error)
+	// Metrics counts evictions by signal; nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // Pressure is the node-pressure eviction manager: it observes the signals,
@@ -103,12 +111,19 @@ func NewPressure(cfg PressureConfig) *Pressure {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	p := &Pressure{cfg: cfg, ranks: map[Signal]rankFunc{}, conditionSeen: map[v1.NodeConditionType]time.Time{},
-		firstMet: map[string]time.Time{}}
-	for s := range signalResource {
-		p.ranks[s] = rankFor(s, cfg.DedicatedImageFs)
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
+	p := &Pressure{cfg: cfg, conditionSeen: map[v1.NodeConditionType]time.Time{}, firstMet: map[string]time.Time{}}
+	p.setRanks()
 	return p
+}
+
+func (p *Pressure) setRanks() {
+	p.ranks = map[Signal]rankFunc{}
+	for s := range signalResource {
+		p.ranks[s] = rankFor(s, p.cfg.DedicatedImageFs)
+	}
 }
 
 // Conditions are the node's pressure conditions now.
@@ -121,6 +136,17 @@ func (p *Pressure) Conditions() []v1.NodeConditionType {
 // Run looks every Period until ctx ends; after an eviction it waits for
 // the pod to be cleaned up and looks again at once.
 func (p *Pressure) Run(ctx context.Context) {
+	if p.cfg.Configure != nil {
+		thresholds, dedicated, err := p.cfg.Configure(ctx)
+		if err != nil {
+			klog.ErrorS(err, "Eviction thresholds not usable; node-pressure eviction is off")
+			return
+		}
+		p.mu.Lock()
+		p.cfg.Thresholds, p.cfg.DedicatedImageFs = thresholds, dedicated
+		p.setRanks()
+		p.mu.Unlock()
+	}
 	if len(p.cfg.Thresholds) == 0 && !p.cfg.LocalStorage {
 		return
 	}
@@ -191,7 +217,7 @@ func (p *Pressure) Synchronize(ctx context.Context) []*v1.Pod {
 		}
 		msg := message(res, pod, stats, thresholds, obs)
 		if p.cfg.Evict(pod, grace, msg) {
-			evictions.WithLabelValues(string(t.Signal)).Inc()
+			p.cfg.Metrics.Evictions.WithLabelValues(string(t.Signal)).Inc()
 			return []*v1.Pod{pod}
 		}
 	}

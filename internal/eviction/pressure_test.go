@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,45 @@ func TestParseThresholds(t *testing.T) {
 	kc.EvictionSoftGracePeriod = nil
 	if _, _, err := ParseThresholds(kc, false); err == nil {
 		t.Error("a soft threshold without a grace period is accepted")
+	}
+}
+
+// Thresholds from Configure, asked as Run begins, are the ones acted on;
+// when Configure fails the manager does nothing.
+func TestRunTakesThresholdsFromConfigure(t *testing.T) {
+	f := newFake()
+	f.memAvail = 900 * mi
+	f.pods["big"] = podStats("big", 900*mi, 0)
+	pods := []*v1.Pod{rankedPod("big", "", 0)}
+
+	failing := f.manager(nil, pods)
+	failing.cfg.Configure = func(context.Context) ([]Threshold, bool, error) {
+		return nil, false, errors.New("no image filesystem")
+	}
+	failing.Run(context.Background()) // returns at once: nothing to run
+	if len(f.evicted) != 0 {
+		t.Fatalf("evicted %v with no usable thresholds", f.evicted)
+	}
+
+	m := f.manager(nil, pods)
+	m.cfg.Configure = func(context.Context) ([]Threshold, bool, error) {
+		return []Threshold{hard(SignalMemoryAvailable, "1Gi")}, false, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.cfg.Evict = func(p *v1.Pod, _ int64, _ string) bool {
+		if len(f.evicted) > 0 {
+			return false
+		}
+		f.evicted = append(f.evicted, p.Name)
+		cancel() // Run returns once nothing more is evicted
+		return true
+	}
+	m.Run(ctx)
+	if len(f.evicted) != 1 || f.evicted[0] != "big" {
+		t.Fatalf("evicted %v, want big under the configured memory threshold", f.evicted)
+	}
+	if got := m.Conditions(); len(got) != 1 || got[0] != v1.NodeMemoryPressure {
+		t.Errorf("conditions %v, want MemoryPressure", got)
 	}
 }

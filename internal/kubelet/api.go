@@ -34,7 +34,7 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 	}
 	if kc.ReadOnlyPort > 0 {
 		// On `address`, as upstream, like the kubelet API.
-		run("read-only", server.NewReadOnly(net.JoinHostPort(kc.Address, strconv.Itoa(int(kc.ReadOnlyPort))), k, k.stats).Run)
+		run("read-only", server.NewReadOnly(net.JoinHostPort(kc.Address, strconv.Itoa(int(kc.ReadOnlyPort))), k, k.stats, k.cfg.Metrics).Run)
 	}
 	if kc.HealthzPort != nil && *kc.HealthzPort > 0 {
 		run("healthz", server.NewHealthz(net.JoinHostPort(kc.HealthzBindAddress, strconv.Itoa(int(*kc.HealthzPort)))).Run)
@@ -73,6 +73,7 @@ func (k *Kubelet) startServers(spawn func(func(context.Context)), cancel context
 		Stats:         k.stats,
 		Config:        kc,
 		Debugging:     ptr.Deref(kc.EnableDebuggingHandlers, true),
+		Metrics:       k.cfg.Metrics,
 		ContainerLogs: logs.Handler(k),
 		SystemLogs:    systemLogs(kc),
 		Debug: server.Debug{

@@ -2,6 +2,8 @@ package kubelet
 
 import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Config is everything the kubelet needs to run: the validated, defaulted
@@ -32,4 +34,7 @@ type Config struct {
 	PodStartupBreakdownEvents bool
 	// CPUProfile is --cpu-profile; cmd/skiff writes the profile, not Run.
 	CPUProfile string
+	// Metrics is what the kubelet records into and /metrics serves; nil:
+	// a registry of its own.
+	Metrics *metrics.Registry
 }

@@ -40,8 +40,11 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return d, fmt.Errorf("create root directory: %w", err)
 	}
+	if d.Config.Metrics == nil {
+		d.Config.Metrics = metrics.New()
+	}
 	var err error
-	if d.CRI, err = cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration); err != nil {
+	if d.CRI, err = cri.Dial(ctx, kc.ContainerRuntimeEndpoint, kc.ImageServiceEndpoint, kc.RuntimeRequestTimeout.Duration, d.Config.Metrics); err != nil {
 		return d, err
 	}
 	klog.InfoS("Connected to container runtime", "endpoint", kc.ContainerRuntimeEndpoint, "runtime", d.CRI.RuntimeName, "version", d.CRI.RuntimeVersion)
@@ -54,7 +57,6 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 			klog.ErrorS(err, "Pod CIDR update failed")
 		}
 	}
-	metrics.SetNodeName(cfg.NodeName)
 	if d.HostIPs, err = nodestatus.HostIPs(ctx, splitIPs(cfg.NodeIP), cfg.NodeName); err != nil {
 		klog.InfoS("Host IP unknown; pods report none", "err", err)
 	}

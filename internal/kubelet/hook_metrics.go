@@ -7,13 +7,12 @@ import (
 	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
-// metricsHook drops a pod's start-up and probe series once it is gone.
-type metricsHook struct{}
+// metricsHook drops a pod's probe series once it is gone.
+type metricsHook struct{ m *metrics.Registry }
 
 func (metricsHook) Name() string { return "metrics" }
 
-func (metricsHook) Teardown(_ context.Context, ref container.PodRef) error {
-	metrics.PodStarts.Forget(ref.UID)
-	metrics.ForgetPodProbes(ref.Namespace, ref.Name, ref.UID)
+func (h metricsHook) Teardown(_ context.Context, ref container.PodRef) error {
+	h.m.ForgetPodProbes(ref.Namespace, ref.Name, ref.UID)
 	return nil
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podstartup"
 )
@@ -26,21 +26,12 @@ func (h startupHook) Teardown(_ context.Context, ref container.PodRef) error {
 	return nil
 }
 
-// newStartupTracker records pods' start-up phases as histograms on
-// /metrics and, if asked, as one Event per pod.
-func newStartupTracker(cfg Config, rec podruntime.Recorder) (*podstartup.Tracker, error) {
-	c := podstartup.Config{Registerer: metrics.Registry}
+// newStartupTracker records pods' starts as histograms on /metrics and,
+// if asked, as one Event per pod.
+func newStartupTracker(cfg Config, rec podruntime.Recorder, clk clock.PassiveClock) *podstartup.Tracker {
+	c := podstartup.Config{Metrics: cfg.Metrics, Clock: clk}
 	if cfg.PodStartupBreakdownEvents {
 		c.Events = rec
 	}
 	return podstartup.New(c)
-}
-
-func isReady(s v1.PodStatus) bool {
-	for _, c := range s.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
 }

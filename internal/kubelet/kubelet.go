@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -29,9 +28,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/eviction"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
@@ -63,8 +62,9 @@ type Deps struct {
 	Heartbeat, Reviews, Events kube.Interface
 	// Creds renews Client's certificate; nil when nothing rotates.
 	Creds *certs.Client
-	// Clock times PLEG, the pod workers, the prober and status reports;
-	// nil: the real one.
+	// Clock times PLEG, the pod workers, the prober, status reports, the
+	// runtime manager, eviction, image GC and start-up tracking; nil: the
+	// real one.
 	Clock clock.WithTicker
 	// Cgroups places pods in cgroups (*podcgroups.Manager).
 	Cgroups PodCgroups
@@ -126,19 +126,23 @@ type Kubelet struct {
 	logsDir  string // podLogsDir: /var/log/pods
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
-
-	pressure atomic.Pointer[eviction.Pressure] // set once the eviction manager runs
+	eviction evictionManagers
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
 func New(d Deps) (*Kubelet, error) {
-	cfg, kc := d.Config, d.Config.Kubelet
+	kc := d.Config.Kubelet
 	if d.CRI == nil || d.Cgroups == nil || kc == nil {
 		return nil, errors.New("kubelet: New needs the CRI client, the pod cgroups and the kubelet configuration")
 	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
 	}
+	if d.Config.Metrics == nil {
+		d.Config.Metrics = metrics.New()
+	}
+	d.Config.Metrics.SetNodeName(d.Config.NodeName)
+	cfg := d.Config
 	sysctls, err := admission.NewSysctls(kc.AllowedUnsafeSysctls)
 	if err != nil {
 		return nil, err
@@ -156,18 +160,17 @@ func New(d Deps) (*Kubelet, error) {
 	if err := k.newCluster(d); err != nil {
 		return nil, err
 	}
-	if k.startup, err = newStartupTracker(cfg, k.recorder); err != nil {
-		return nil, err
-	}
+	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
 	k.volumes = k.newVolumes(d.Client)
-	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock})
+	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
+		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
 	if rc.CredentialProvider, err = credentialProviders(cfg); err != nil {
 		return nil, err
 	}
 	k.runtime = podruntime.New(rc)
 	k.pleg = pleg.New(pleg.Config{Runtime: k.runtime, Cache: k.cache, Period: k.periods.PLEG, Clock: d.Clock,
-		Events: d.CRI.Runtime})
+		Events: d.CRI.Runtime, Metrics: cfg.Metrics})
 	k.workers = podworker.New(podworker.Config{
 		Handler: k, Cache: k.cache, Resync: kc.SyncFrequency.Duration, ErrorBackOff: errorBackOffPeriod, Clock: d.Clock,
 	})
@@ -183,6 +186,7 @@ func New(d Deps) (*Kubelet, error) {
 		k.sources = append(k.sources, podsource.HTTP)
 	}
 	k.sources = append(k.sources, k.cluster.sources()...)
+	k.eviction = k.newEvictionManagers()
 	k.hooks = k.podHooks()
 	return k, nil
 }
@@ -216,6 +220,8 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 			return strings.ToLower(string(kind)), failed
 		},
 		SandboxRemovalDelay: k.periods.SandboxRemoval,
+		Clock:               k.clock,
+		Metrics:             k.cfg.Metrics,
 	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	return rc

@@ -37,13 +37,19 @@ func TestPodRunsReportsAndIsDeleted(t *testing.T) {
 	if !m.cg.has(p.UID) {
 		t.Error("no pod cgroup for a running pod")
 	}
+	// One start tracker observed the start, into this Kubelet's registry.
+	for _, name := range []string{"kubelet_pod_start_duration_seconds", "skiff_pod_startup_duration_seconds"} {
+		if n := histogramCount(t, k, name); n != 1 {
+			t.Errorf("%s has %d observations, want 1", name, n)
+		}
+	}
 
 	m.deletePod("web")
-	eventually(t, "the pod's API object deleted", func() bool { return m.apiPod("web") == nil })
-	eventually(t, "containers and sandboxes removed", func() bool {
+	m.eventually("the pod's API object deleted", func() bool { return m.apiPod("web") == nil })
+	m.eventually("containers and sandboxes removed", func() bool {
 		return len(m.containers(p.UID)) == 0 && len(m.sandboxes(p.UID)) == 0
 	})
-	eventually(t, "the pod forgotten", func() bool { return m.forgotten(k, p.UID) })
+	m.eventually("the pod forgotten", func() bool { return m.forgotten(k, p.UID) })
 	if m.calls("StopContainer") == 0 {
 		t.Error("the container was never stopped")
 	}
@@ -73,16 +79,16 @@ func TestLivenessFailureRestartsContainer(t *testing.T) {
 	if after.LastTerminationState.Terminated == nil {
 		t.Errorf("no last termination state after the restart: %+v", after.LastTerminationState)
 	}
-	holds(t, "one restart for one failed probe", func() bool {
+	m.holds("one restart for one failed probe", func() bool {
 		p := m.apiPod("probed")
 		return p != nil && p.Status.ContainerStatuses[0].RestartCount == 1
 	})
-	if metricSeries(t, uid) == 0 {
+	if metricSeries(t, k, uid) == 0 {
 		t.Error("no probe metrics for the probed pod")
 	}
 
 	m.deletePod("probed")
-	eventually(t, "the probed pod forgotten, its probe metrics too", func() bool { return m.forgotten(k, uid) })
+	m.eventually("the probed pod forgotten, its probe metrics too", func() bool { return m.forgotten(k, uid) })
 }
 
 // A Kubelet started again on the same runtime adopts the pods that run:
@@ -100,8 +106,8 @@ func TestRestartAdoptsRunningPods(t *testing.T) {
 	m.start()
 	// The new Kubelet's PLEG reads the status of the pod it finds; its
 	// worker syncs the pod right after, while the checks below hold.
-	eventually(t, "the running pod inspected", func() bool { return m.calls("PodSandboxStatus") > inspected })
-	holds(t, "nothing restarted", func() bool {
+	m.eventually("the running pod inspected", func() bool { return m.calls("PodSandboxStatus") > inspected })
+	m.holds("nothing restarted", func() bool {
 		return m.calls("CreateContainer") == created && m.calls("RunPodSandbox") == sandboxes &&
 			m.calls("StopContainer")+m.calls("StopPodSandbox") == stopped
 	})
@@ -122,9 +128,9 @@ func TestOrphanIsCleanedUpOnce(t *testing.T) {
 	m.runInRuntime(orphan)
 
 	k, _ := m.start()
-	eventually(t, "the orphan's containers removed", func() bool { return len(m.containers(orphan.UID)) == 0 })
-	eventually(t, "the orphan's sandbox removed", func() bool { return len(m.sandboxes(orphan.UID)) == 0 })
-	holds(t, "nothing more done to the orphan", func() bool {
+	m.eventually("the orphan's containers removed", func() bool { return len(m.containers(orphan.UID)) == 0 })
+	m.eventually("the orphan's sandbox removed", func() bool { return len(m.sandboxes(orphan.UID)) == 0 })
+	m.holds("nothing more done to the orphan", func() bool {
 		return len(m.sandboxes(orphan.UID)) == 0
 	})
 	if n := m.calls("StopPodSandbox"); n != 1 {
@@ -147,7 +153,7 @@ func TestStaticPodAndItsMirror(t *testing.T) {
 	m.start()
 	// A static pod started before the Node is registered gets its mirror
 	// pod on a later sync (syncFrequency, a minute): start it after.
-	eventually(t, "the Node registered", func() bool {
+	m.eventually("the Node registered", func() bool {
 		_, err := m.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
 		return err == nil
 	})
@@ -184,9 +190,9 @@ spec:
 	if err := os.Remove(manifest); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the mirror pod deleted", func() bool { return m.apiPod(name) == nil })
+	m.eventually("the mirror pod deleted", func() bool { return m.apiPod(name) == nil })
 	id := strings.TrimPrefix(containerID, "fake://")
-	eventually(t, "the static pod's container removed", func() bool {
+	m.eventually("the static pod's container removed", func() bool {
 		_, err := m.rt.ContainerStatus(context.Background(), id, false)
 		return err != nil
 	})
@@ -225,8 +231,8 @@ func TestAdmissionRefusal(t *testing.T) {
 	}
 
 	m.deletePod("refused")
-	eventually(t, "the refused pod's API object deleted", func() bool { return m.apiPod("refused") == nil })
-	eventually(t, "the refused pod forgotten", func() bool { return m.forgotten(k, got.UID) })
+	m.eventually("the refused pod's API object deleted", func() bool { return m.apiPod("refused") == nil })
+	m.eventually("the refused pod forgotten", func() bool { return m.forgotten(k, got.UID) })
 }
 
 // While the apiserver refuses status updates the pod runs on, and once
@@ -240,7 +246,7 @@ func TestAPIServerOutageStatusesCatchUp(t *testing.T) {
 	m.patchesDown.Store(true)
 	m.createPod(newPod("during"))
 	var uid types.UID
-	eventually(t, "the pod started in the runtime", func() bool {
+	m.eventually("the pod started in the runtime", func() bool {
 		p := m.apiPod("during")
 		if p == nil {
 			return false
@@ -249,7 +255,7 @@ func TestAPIServerOutageStatusesCatchUp(t *testing.T) {
 		cs := m.containers(uid)
 		return len(cs) == 1 && cs[0].State == runtimeapi.ContainerState_CONTAINER_RUNNING
 	})
-	holds(t, "no status reported during the outage", func() bool {
+	m.holds("no status reported during the outage", func() bool {
 		return m.apiPod("during").Status.Phase == ""
 	})
 
@@ -280,7 +286,7 @@ spec:
     image: busybox:test
 `)
 	var uid types.UID
-	eventually(t, "the static pod running on /pods", func() bool {
+	m.eventually("the static pod running on /pods", func() bool {
 		for _, p := range k.Pods() {
 			if p.Name == "alone-"+testNode && running(p) {
 				uid = p.UID
@@ -296,7 +302,7 @@ spec:
 	if err := os.Remove(manifest); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the static pod forgotten", func() bool {
+	m.eventually("the static pod forgotten", func() bool {
 		return len(k.Pods()) == 0 && len(m.containers(uid)) == 0 && m.forgotten(k, uid)
 	})
 }

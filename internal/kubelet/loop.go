@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podsource/file"
 	podurl "github.com/skiff-sh/skiff/internal/podsource/url"
@@ -89,9 +88,6 @@ func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 		if !ok {
 			return
 		}
-	}
-	if !known {
-		metrics.PodStarts.Seen(p.UID, k.clock.Now())
 	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {

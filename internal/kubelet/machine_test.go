@@ -11,41 +11,65 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	testclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/kube"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // The whole kubelet, in-process: New and Run over k8s.io/cri-api's fake
-// runtime and client-go's fake clientset, on the real clock with short
-// periods. Tests poll for what they expect; nothing sleeps to wait.
+// runtime and client-go's fake clientset, on a fake clock with the
+// production periods. Tests step the clock and poll for what they expect;
+// nothing sleeps to wait.
+//
+// Every timer of the Kubelet's own (PLEG, pod workers, prober, status
+// manager, node status, runtime manager, eviction, image GC) runs on the
+// fake clock, which moves only when a test steps it. Its goroutines still
+// need real time to run: between two steps a test polls its condition for
+// a few milliseconds of real time, so the clock never runs far ahead of
+// the work it triggers. Only the file and apiserver pod sources, driven by
+// inotify and watches, run on their own.
 
 const (
-	testNode    = "node-a"
+	testNode = "node-a"
+	// tick is how far the fake clock moves in one step: a fifth of the
+	// PLEG's relist period.
+	tick = 200 * time.Millisecond
+	// maxSteps bounds a wait: 10 minutes of fake time, longer than any
+	// period or back-off the tests wait for.
+	maxSteps = 3000
+	// settle is the real time given to the Kubelet's goroutines after a
+	// step, polled every pollEvery.
+	settle    = 5 * time.Millisecond
+	pollEvery = 250 * time.Microsecond
+	// holdFor is how much fake time holds checks: several housekeeping,
+	// status and node status periods.
+	holdFor = 30 * time.Second
+	// waitTimeout bounds real waits that no clock step can end (Run
+	// returning after its context ends).
 	waitTimeout = 15 * time.Second
-	pollEvery   = 10 * time.Millisecond
 )
 
 // machine is one node: a fake runtime and apiserver that outlive the
 // Kubelets started on them, as a real runtime outlives a restarted Skiff.
 type machine struct {
 	t      *testing.T
+	clock  *testclock.FakeClock // every Kubelet's on the machine
 	rt     *critest.FakeRuntimeService
 	images *critest.FakeImageService
 	client *fake.Clientset
@@ -63,7 +87,8 @@ func newMachine(t *testing.T) *machine {
 	t.Helper()
 	root := t.TempDir()
 	m := &machine{
-		t: t, rt: critest.NewFakeRuntimeService(), images: critest.NewFakeImageService(),
+		t: t, clock: testclock.NewFakeClock(time.Now()),
+		rt: critest.NewFakeRuntimeService(), images: critest.NewFakeImageService(),
 		client: fake.NewClientset(), cg: &fakeCgroups{pods: map[types.UID]bool{}},
 		root: root, static: filepath.Join(root, "manifests"),
 	}
@@ -77,7 +102,7 @@ func newMachine(t *testing.T) *machine {
 	m.client.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if obj, err := meta.Accessor(a.(k8stesting.CreateAction).GetObject()); err == nil && obj.GetUID() == "" {
 			obj.SetUID(uuid.NewUUID())
-			obj.SetCreationTimestamp(metav1.Now())
+			obj.SetCreationTimestamp(metav1.NewTime(m.clock.Now()))
 		}
 		return false, nil, nil
 	})
@@ -111,6 +136,7 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 	kc.HealthzPort = ptr.To[int32](0)
 	kc.EnableServer = ptr.To(false)
 	kc.StaticPodPath = m.static
+	// The file source watches with inotify and polls on the real clock.
 	kc.FileCheckFrequency = metav1.Duration{Duration: 50 * time.Millisecond}
 	kc.PodLogsDir = filepath.Join(m.root, "logs")
 	kc.LocalStorageCapacityIsolation = ptr.To(false)
@@ -120,9 +146,7 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 	k, err := New(Deps{
 		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet")},
 		CRI:    &cri.Client{Runtime: m.rt, Images: m.images, RuntimeName: "fake", RuntimeVersion: "0.1.0"},
-		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"},
-		Periods: Periods{PLEG: 20 * time.Millisecond, Housekeeping: 50 * time.Millisecond,
-			StatusSync: 100 * time.Millisecond, SandboxRemoval: 300 * time.Millisecond},
+		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"}, Clock: m.clock,
 	})
 	if err != nil {
 		m.t.Fatalf("New: %v", err)
@@ -152,24 +176,22 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 // record, no status, no worker, no cgroup, no metric series.
 func (m *machine) forgotten(k *Kubelet, uid types.UID) bool {
 	_, hasStatus := k.statuses.Status(uid)
-	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid) && metricSeries(m.t, uid) == 0
+	return !k.records.has(uid) && !hasStatus && !k.workers.Has(uid) && !m.cg.has(uid) && metricSeries(m.t, k, uid) == 0
 }
 
-// metricSeries counts the series /metrics and /metrics/probes show with
-// the pod's UID as a label.
-func metricSeries(t *testing.T, uid types.UID) int {
+// metricSeries counts the series the Kubelet's /metrics and
+// /metrics/probes show with the pod's UID as a label.
+func metricSeries(t *testing.T, k *Kubelet, uid types.UID) int {
+	families, err := k.cfg.Metrics.Gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0
-	for _, g := range []prometheus.Gatherer{metrics.Registry, metrics.ProbeRegistry} {
-		families, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			for _, s := range f.GetMetric() {
-				for _, l := range s.GetLabel() {
-					if l.GetValue() == string(uid) {
-						n++
-					}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetValue() == string(uid) {
+					n++
 				}
 			}
 		}
@@ -177,25 +199,58 @@ func metricSeries(t *testing.T, uid types.UID) int {
 	return n
 }
 
-// eventually polls cond until it holds, failing the test after a while.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitTimeout); !cond(); time.Sleep(pollEvery) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// histogramCount is how many observations the Kubelet's histogram has.
+func histogramCount(t *testing.T, k *Kubelet, name string) uint64 {
+	families, err := k.cfg.Metrics.Gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, s := range f.GetMetric() {
+				n += s.GetHistogram().GetSampleCount()
+			}
 		}
+	}
+	return n
+}
+
+// eventually steps the fake clock until cond holds, failing the test
+// after maxSteps steps.
+func (m *machine) eventually(what string, cond func() bool) {
+	m.t.Helper()
+	for i := 0; i < maxSteps; i++ {
+		if m.settle(cond) {
+			return
+		}
+		m.clock.Step(tick)
+	}
+	m.t.Fatalf("%s: not so after %v of fake time", what, maxSteps*tick)
+}
+
+// holds checks that cond stays true while the fake clock moves on by
+// holdFor.
+func (m *machine) holds(what string, cond func() bool) {
+	m.t.Helper()
+	broken := func() bool { return !cond() }
+	for elapsed := time.Duration(0); elapsed < holdFor; elapsed += tick {
+		if m.settle(broken) {
+			m.t.Fatalf("%s stopped holding %v into the check", what, elapsed)
+		}
+		m.clock.Step(tick)
 	}
 }
 
-// holds checks that cond stays true for a while: long enough for several
-// housekeeping and status periods.
-func holds(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(pollEvery) {
-		if !cond() {
-			t.Fatalf("%s stopped holding", what)
-		}
+// settle gives the Kubelet's goroutines up to settle of real time to act
+// on the last step of the clock, polling cond; true once cond holds.
+func (m *machine) settle(cond func() bool) bool {
+	if cond() {
+		return true
 	}
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, settle, false,
+		func(context.Context) (bool, error) { return cond(), nil })
+	return err == nil
 }
 
 func (m *machine) createPod(p *v1.Pod) {
@@ -218,7 +273,7 @@ func (m *machine) apiPod(name string) *v1.Pod {
 func (m *machine) waitPod(name, what string, ok func(*v1.Pod) bool) *v1.Pod {
 	m.t.Helper()
 	var p *v1.Pod
-	eventually(m.t, name+" "+what, func() bool {
+	m.eventually(name+" "+what, func() bool {
 		p = m.apiPod(name)
 		return p != nil && ok(p)
 	})
@@ -234,7 +289,7 @@ func (m *machine) deletePod(name string) {
 	if p == nil {
 		m.t.Fatalf("no pod %s to delete", name)
 	}
-	p.DeletionTimestamp = ptr.To(metav1.Now())
+	p.DeletionTimestamp = ptr.To(metav1.NewTime(m.clock.Now()))
 	p.DeletionGracePeriodSeconds = ptr.To[int64](1)
 	if _, err := m.client.CoreV1().Pods(p.Namespace).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 		m.t.Fatalf("delete pod: %v", err)

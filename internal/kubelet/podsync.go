@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
-	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podstatus"
 )
@@ -91,7 +90,7 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, _ *v1.Pod, st *containe
 }
 
 func (k *Kubelet) observeWorker(op string, start time.Time) {
-	metrics.PodWorkerDuration.WithLabelValues(op).Observe(k.clock.Since(start).Seconds())
+	k.cfg.Metrics.PodWorkerDuration.WithLabelValues(op).Observe(k.clock.Since(start).Seconds())
 }
 
 // computeStatus computes the pod's API status and hands it to the status
@@ -114,12 +113,10 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Probes:      k.prober,
 	})
 	applyFailure(rec.failure, &s)
+	// Before the status is stored: once reported, the start is over.
+	k.startup.Status(pod, &s)
 	k.statuses.SetPodStatus(pod, s)
 	k.prober.StatusStored(pod.UID)
-	if isReady(s) {
-		k.startup.Ready(pod)
-	}
-	metrics.PodStarts.Status(pod, &s, k.clock.Now())
 	return s
 }
 

@@ -18,65 +18,68 @@ import (
 	"github.com/skiff-sh/skiff/internal/podworker"
 )
 
-// runEviction runs the node-pressure eviction manager (which also
-// enforces containers' and pods' ephemeral-storage limits) and, when the
-// config enables local storage capacity isolation (the default), the
-// emptyDir sizeLimit checks.
-func (k *Kubelet) runEviction(ctx context.Context) {
+// evictionManagers are the node-level managers of disk and memory:
+// image garbage collection, node-pressure eviction (which also enforces
+// containers' and pods' ephemeral-storage limits) and, with local storage
+// capacity isolation (the default), the emptyDir sizeLimit checks.
+type evictionManagers struct {
+	imageGC   *imagegc.Manager
+	pressure  *eviction.Pressure
+	emptyDirs *eviction.Manager // nil without local storage capacity isolation
+}
+
+// newEvictionManagers builds the managers from the config; Run runs them.
+func (k *Kubelet) newEvictionManagers() evictionManagers {
 	kc := k.cfg.Kubelet
 	localStorage := ptr.Deref(kc.LocalStorageCapacityIsolation, true)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	gc := imagegc.New(imagegc.Config{
+	var m evictionManagers
+	m.imageGC = imagegc.New(imagegc.Config{
 		Runtime: k.cri.Runtime, Images: k.cri.Images,
 		HighThresholdPercent: int(ptr.Deref(kc.ImageGCHighThresholdPercent, 85)),
 		LowThresholdPercent:  int(ptr.Deref(kc.ImageGCLowThresholdPercent, 80)),
 		MinAge:               kc.ImageMinimumGCAge.Duration, MaxAge: kc.ImageMaximumGCAge.Duration,
 		SandboxImage: k.cfg.PodInfraContainerImage, Recorder: k.recorder, NodeRef: k.nodeRef(),
+		Clock: k.clock,
 	})
-	wg.Add(1)
-	go func() { defer wg.Done(); gc.Run(ctx) }()
-	if p := k.newPressure(ctx, localStorage, gc); p != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.Run(ctx) }()
+	m.pressure = k.newPressure(localStorage, m.imageGC)
+	if localStorage {
+		m.emptyDirs = eviction.New(eviction.Config{
+			PodDir: k.volumes.PodDir,
+			Pods:   k.evictablePods,
+			Evict:  func(p *v1.Pod, message string) { k.evict(p, 0, message) },
+			Clock:  k.clock,
+		})
 	}
-	if !localStorage {
-		return
-	}
-	eviction.New(eviction.Config{
-		PodDir: k.volumes.PodDir,
-		Pods:   k.evictablePods,
-		Evict:  func(p *v1.Pod, message string) { k.evict(p, 0, message) },
-	}).Run(ctx)
+	return m
 }
 
-// newPressure builds the eviction manager from the config; nil (logged)
-// when its thresholds cannot be parsed, which validation rules out.
-func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imagegc.Manager) *eviction.Pressure {
+// runEviction runs the managers until ctx ends.
+func (k *Kubelet) runEviction(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	run(k.eviction.imageGC.Run)
+	run(k.eviction.pressure.Run)
+	if k.eviction.emptyDirs != nil {
+		run(k.eviction.emptyDirs.Run)
+	}
+}
+
+// newPressure builds the node-pressure eviction manager. Its thresholds
+// depend on whether the image filesystem is dedicated, which it asks the
+// runtime as it starts.
+func (k *Kubelet) newPressure(localStorage bool, gc *imagegc.Manager) *eviction.Pressure {
 	kc := k.cfg.Kubelet
-	dedicated := false
-	if fs, err := k.cri.Images.ImageFsInfo(ctx); err == nil && len(fs.GetImageFilesystems()) > 0 {
-		mount := fs.GetImageFilesystems()[0].GetFsId().GetMountpoint()
-		if dedicated, err = eviction.DedicatedImageFs(k.cfg.RootDir, mount); err != nil {
-			klog.ErrorS(err, "Cannot tell whether the image filesystem is dedicated; taking it as shared")
-		}
-	}
-	thresholds, warnings, err := eviction.ParseThresholds(kc, dedicated)
-	if err != nil {
-		klog.ErrorS(err, "Eviction thresholds not usable; node-pressure eviction is off")
-		return nil
-	}
-	for _, w := range warnings {
-		klog.InfoS("Eviction threshold ignored", "reason", w)
-	}
 	if kc.KernelMemcgNotification {
 		klog.InfoS("kernelMemcgNotification is not implemented by Skiff; memory signals are polled every 10s")
 	}
-	p := eviction.NewPressure(eviction.PressureConfig{
-		Thresholds:        thresholds,
+	return eviction.NewPressure(eviction.PressureConfig{
+		Configure:         k.evictionThresholds,
 		TransitionPeriod:  kc.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriod: int64(kc.EvictionMaxPodGracePeriod),
-		DedicatedImageFs:  dedicated,
 		LocalStorage:      localStorage,
 		Summary: func(ctx context.Context, sample bool) (*statsapi.Summary, error) {
 			if sample {
@@ -93,10 +96,31 @@ func (k *Kubelet) newPressure(ctx context.Context, localStorage bool, gc *imageg
 		ReclaimImages: gc.DeleteUnusedImages,
 		Recorder:      k.recorder,
 		NodeRef:       k.nodeRef(),
+		Clock:         k.clock,
+		Metrics:       k.cfg.Metrics,
 	})
-	k.pressure.Store(p)
+}
+
+// evictionThresholds parses the configured thresholds for the image
+// filesystem the runtime reports: dedicated or shared with the root
+// directory. Validation rules out thresholds that cannot be parsed.
+func (k *Kubelet) evictionThresholds(ctx context.Context) ([]eviction.Threshold, bool, error) {
+	dedicated := false
+	if fs, err := k.cri.Images.ImageFsInfo(ctx); err == nil && len(fs.GetImageFilesystems()) > 0 {
+		mount := fs.GetImageFilesystems()[0].GetFsId().GetMountpoint()
+		if dedicated, err = eviction.DedicatedImageFs(k.cfg.RootDir, mount); err != nil {
+			klog.ErrorS(err, "Cannot tell whether the image filesystem is dedicated; taking it as shared")
+		}
+	}
+	thresholds, warnings, err := eviction.ParseThresholds(k.cfg.Kubelet, dedicated)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, w := range warnings {
+		klog.InfoS("Eviction threshold ignored", "reason", w)
+	}
 	klog.InfoS("Eviction thresholds", "thresholds", thresholds, "dedicatedImageFs", dedicated)
-	return p
+	return thresholds, dedicated, nil
 }
 
 func (k *Kubelet) nodeRef() *v1.ObjectReference {
@@ -109,12 +133,9 @@ func (k *Kubelet) nodeRef() *v1.ObjectReference {
 const freshStats = 12 * time.Second
 
 // pressureConditions are the node's pressure conditions: none until the
-// eviction manager runs.
+// eviction manager has looked.
 func (k *Kubelet) pressureConditions() []v1.NodeConditionType {
-	if p := k.pressure.Load(); p != nil {
-		return p.Conditions()
-	}
-	return nil
+	return k.eviction.pressure.Conditions()
 }
 
 // isActive says whether the pod runs on (not finished, evicted or

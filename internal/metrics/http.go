@@ -9,20 +9,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-var (
-	httpLabels   = []string{"method", "path", "server_type", "long_running"}
-	httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+var httpLabels = []string{"method", "path", "server_type", "long_running"}
+
+// httpMetrics count and time the requests the servers answer.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inflight *prometheus.GaugeVec
+}
+
+func (m *httpMetrics) init() []prometheus.Collector {
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Subsystem: subsystem, Name: "http_requests_total",
 		Help: "Number of the http requests received since the server started",
 	}, httpLabels)
-	httpRequestsDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Subsystem: subsystem, Name: "http_requests_duration_seconds",
 		Help: "Duration in seconds to serve http requests", Buckets: prometheus.DefBuckets,
 	}, httpLabels)
-	httpInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.inflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Subsystem: subsystem, Name: "http_inflight_requests", Help: "Number of the inflight http requests",
 	}, httpLabels)
-)
+	return []prometheus.Collector{m.requests, m.duration, m.inflight}
+}
 
 // Server types as upstream labels them.
 const (
@@ -65,19 +74,20 @@ func methodLabel(m string) string {
 
 // InstrumentHandler counts and times the requests h serves on a server of
 // serverType (ServerReadOnly or ServerReadWrite).
-func InstrumentHandler(serverType string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		path := pathLabel(r.URL.Path)
+func (r *Registry) InstrumentHandler(serverType string, h http.Handler) http.Handler {
+	m := &r.http
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		path := pathLabel(req.URL.Path)
 		labels := prometheus.Labels{
-			"method": methodLabel(r.Method), "path": path, "server_type": serverType,
+			"method": methodLabel(req.Method), "path": path, "server_type": serverType,
 			"long_running": strconv.FormatBool(longRunning[path]),
 		}
-		httpRequests.With(labels).Inc()
-		inflight := httpInflight.With(labels)
+		m.requests.With(labels).Inc()
+		inflight := m.inflight.With(labels)
 		inflight.Inc()
 		defer inflight.Dec()
 		start := time.Now()
-		defer func() { httpRequestsDuration.With(labels).Observe(time.Since(start).Seconds()) }()
-		h.ServeHTTP(w, r)
+		defer func() { m.duration.With(labels).Observe(time.Since(start).Seconds()) }()
+		h.ServeHTTP(w, req)
 	})
 }

@@ -1,101 +1,47 @@
 package metrics
 
-import (
-	"sync"
-	"time"
+import "github.com/prometheus/client_golang/prometheus"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-)
-
-// PodStarts follows pods from first sight to all containers started and
-// records kubelet_pod_start_duration_seconds and the SLI histograms. A pod
-// whose first reported status already shows it started (one adopted by a
-// restarted Skiff) is not observed: its start was not seen.
-var PodStarts = &podStartTracker{pods: map[types.UID]*podStart{}}
-
-type podStart struct {
-	firstSeen          time.Time
-	reported           bool // a status was reported since first sight
-	done               bool
-	pullStart, pullEnd time.Time // first pull start, last pull end
+// PodStartMetrics time pods' starts: upstream's three histograms and
+// Skiff's own per-phase breakdown (podstartup records all of them).
+type PodStartMetrics struct {
+	Duration      prometheus.Histogram // kubelet_pod_start_duration_seconds
+	SLIDuration   prometheus.Histogram // kubelet_pod_start_sli_duration_seconds
+	TotalDuration prometheus.Histogram // kubelet_pod_start_total_duration_seconds
+	// Phases and Ready are Skiff's: each phase's duration, and first
+	// sight to first Ready.
+	Phases *prometheus.HistogramVec
+	Ready  prometheus.Histogram
 }
 
-type podStartTracker struct {
-	mu   sync.Mutex
-	pods map[types.UID]*podStart
-}
+// phaseBuckets run from 1 ms to about 65 s.
+var phaseBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
-// Seen records the first time Skiff sees the pod; later calls do nothing.
-func (t *podStartTracker) Seen(uid types.UID, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.pods[uid]; !ok {
-		t.pods[uid] = &podStart{firstSeen: now}
-	}
-}
-
-// Pulled records an image pull for the pod, excluded from the SLI.
-func (t *podStartTracker) Pulled(uid types.UID, start, end time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p, ok := t.pods[uid]
-	if !ok || p.done {
-		return
-	}
-	if p.pullStart.IsZero() || start.Before(p.pullStart) {
-		p.pullStart = start
-	}
-	if end.After(p.pullEnd) {
-		p.pullEnd = end
-	}
-}
-
-// Status looks at a pod's newly computed status and observes the start
-// durations the first time every app container has started.
-func (t *podStartTracker) Status(pod *v1.Pod, st *v1.PodStatus, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p, ok := t.pods[pod.UID]
-	if !ok || p.done {
-		return
-	}
-	started := allStarted(pod, st)
-	first := !p.reported
-	p.reported = true
-	if !started {
-		return
-	}
-	p.done = true
-	if first {
-		return // already running when first seen: nothing to measure
-	}
-	PodStartDuration.Observe(now.Sub(p.firstSeen).Seconds())
-	if created := pod.CreationTimestamp.Time; !created.IsZero() {
-		total := now.Sub(created)
-		PodStartTotalDuration.Observe(total.Seconds())
-		PodStartSLIDuration.Observe((total - p.pullEnd.Sub(p.pullStart)).Seconds())
-	}
-}
-
-// Forget drops a pod that is gone.
-func (t *podStartTracker) Forget(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.pods, uid)
-}
-
-func allStarted(pod *v1.Pod, st *v1.PodStatus) bool {
-	if len(st.ContainerStatuses) < len(pod.Spec.Containers) {
-		return false
-	}
-	for _, cs := range st.ContainerStatuses {
-		switch {
-		case cs.State.Running != nil:
-		case cs.State.Terminated != nil && !cs.State.Terminated.StartedAt.IsZero():
-		default:
-			return false
-		}
-	}
-	return true
+func (m *PodStartMetrics) init() []prometheus.Collector {
+	m.Duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: subsystem, Name: "pod_start_duration_seconds",
+		Help:    "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+		Buckets: podStartupBuckets,
+	})
+	m.SLIDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: subsystem, Name: "pod_start_sli_duration_seconds",
+		Help:    "Duration in seconds to start a pod, excluding time to pull images, measured from pod creation timestamp to when all its containers are reported as started",
+		Buckets: podStartupBuckets,
+	})
+	m.TotalDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: subsystem, Name: "pod_start_total_duration_seconds",
+		Help:    "Duration in seconds to start a pod since creation, including time to pull images, measured from pod creation timestamp to when all its containers are reported as started",
+		Buckets: podStartupBuckets,
+	})
+	m.Phases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "skiff_pod_startup_phase_duration_seconds",
+		Help:    "Time a pod's start spends in each phase (admission, queue, volumes, sandbox, image, create, start, readiness); per container for image, create and start.",
+		Buckets: phaseBuckets,
+	}, []string{"phase"})
+	m.Ready = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "skiff_pod_startup_duration_seconds",
+		Help:    "Time from Skiff first seeing a pod to the pod first being Ready, as computed by Skiff (before the status reaches the apiserver).",
+		Buckets: phaseBuckets,
+	})
+	return []prometheus.Collector{m.Duration, m.SLIDuration, m.TotalDuration, m.Phases, m.Ready}
 }

@@ -9,8 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // EventSource is the runtime's container event stream: CRI
@@ -59,7 +57,7 @@ func (p *PLEG) watch(ctx context.Context) {
 			return
 		}
 		p.setEvented(false)
-		metrics.EventedPLEGConnErr.Inc()
+		p.metrics.EventedConnErr.Inc()
 		if status.Code(err) == codes.Unimplemented {
 			p.decide(false)
 			klog.InfoS("The container runtime does not stream container events (CRI GetContainerEvents is unimplemented); relisting", "period", p.period)
@@ -96,7 +94,7 @@ func (p *PLEG) follow(ctx context.Context) (healthy bool, err error) {
 	becomeHealthy := func() {
 		if !healthy {
 			healthy = true
-			metrics.EventedPLEGConn.Inc()
+			p.metrics.EventedConn.Inc()
 			p.setEvented(true)
 		}
 	}

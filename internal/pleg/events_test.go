@@ -17,7 +17,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // fakeStream is an EventSource whose subscriptions the test drives: each
@@ -201,9 +200,9 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 func TestEventUpdatesRunningGauges(t *testing.T) {
 	f := startEvented(t)
 	exitedNow := func() float64 {
-		return gaugeValue(t, metrics.RunningContainers.WithLabelValues(string(container.StateExited)))
+		return gaugeValue(t, f.p.metrics.RunningContainers.WithLabelValues(string(container.StateExited)))
 	}
-	if got := gaugeValue(t, metrics.RunningPods); got != 1 {
+	if got := gaugeValue(t, f.p.metrics.RunningPods); got != 1 {
 		t.Fatalf("running pods after the relist = %v, want 1", got)
 	}
 	if got := exitedNow(); got != 0 {
@@ -215,7 +214,7 @@ func TestEventUpdatesRunningGauges(t *testing.T) {
 	if got := exitedNow(); got != 1 {
 		t.Errorf("exited containers after the event = %v, want 1", got)
 	}
-	if got := gaugeValue(t, metrics.RunningPods); got != 0 {
+	if got := gaugeValue(t, f.p.metrics.RunningPods); got != 0 {
 		t.Errorf("running pods after the event = %v, want 0", got)
 	}
 	if n := f.rt.listCalls(); n != 2 {

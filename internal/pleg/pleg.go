@@ -60,6 +60,7 @@ type PLEG struct {
 	period        time.Duration
 	eventedPeriod time.Duration
 	clock         clock.WithTicker
+	metrics       *metrics.PLEGMetrics
 	events        chan *Event
 	kick          chan struct{} // relist now
 	decided       chan struct{} // closed once the runtime's events are known to work or not
@@ -91,6 +92,9 @@ type Config struct {
 	// Clock stamps the cache and times relists; the pod workers must read
 	// the same clock. nil: the real one.
 	Clock clock.WithTicker
+	// Metrics gets the PLEG's metrics and the running pods and
+	// containers; nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // New returns a PLEG relisting every cfg.Period.
@@ -101,9 +105,12 @@ func New(cfg Config) *PLEG {
 	if cfg.EventedPeriod <= 0 {
 		cfg.EventedPeriod = DefaultEventedPeriod
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
 	p := &PLEG{
 		rt: cfg.Runtime, src: cfg.Events, cache: cfg.Cache, period: cfg.Period,
-		eventedPeriod: cfg.EventedPeriod, clock: cfg.Clock,
+		eventedPeriod: cfg.EventedPeriod, clock: cfg.Clock, metrics: &cfg.Metrics.PLEG,
 		events:    make(chan *Event, 1000),
 		kick:      make(chan struct{}, 1),
 		decided:   make(chan struct{}),
@@ -200,10 +207,10 @@ func (p *PLEG) Relist(ctx context.Context) {
 	defer p.syncMu.Unlock()
 	ts := p.clock.Now()
 	if !p.lastStart.IsZero() {
-		metrics.PLEGRelistInterval.Observe(ts.Sub(p.lastStart).Seconds())
+		p.metrics.RelistInterval.Observe(ts.Sub(p.lastStart).Seconds())
 	}
 	p.lastStart = ts
-	defer func() { metrics.PLEGRelistDuration.Observe(p.clock.Since(ts).Seconds()) }()
+	defer func() { p.metrics.RelistDuration.Observe(p.clock.Since(ts).Seconds()) }()
 	pods, err := p.rt.ListPods(ctx)
 	if err != nil {
 		klog.ErrorS(err, "PLEG: relist failed")
@@ -246,8 +253,8 @@ func (p *PLEG) Relist(ctx context.Context) {
 	p.mu.Lock()
 	p.pods, p.reinspect, p.lastOK = current, reinspect, ts
 	p.mu.Unlock()
-	metrics.PLEGLastSeen.Set(float64(ts.Unix()))
-	recordRunning(current)
+	p.metrics.LastSeen.Set(float64(ts.Unix()))
+	p.recordRunning(current)
 	p.send(events)
 }
 
@@ -256,7 +263,7 @@ func (p *PLEG) send(events []*Event) {
 		select {
 		case p.events <- e:
 		default:
-			metrics.PLEGDiscardEvents.Inc()
+			p.metrics.DiscardEvents.Inc()
 			klog.ErrorS(nil, "PLEG: event channel is full, dropping event", "event", e.Type, "podUID", e.ID)
 		}
 	}
@@ -315,7 +322,7 @@ func states(p *container.Pod) map[string]container.State {
 
 // recordRunning sets the running pods and containers gauges from the
 // PLEG's view of every pod.
-func recordRunning(pods map[types.UID]*container.Pod) {
+func (p *PLEG) recordRunning(pods map[types.UID]*container.Pod) {
 	running := 0
 	byState := map[container.State]int{
 		container.StateCreated: 0, container.StateRunning: 0, container.StateExited: 0, container.StateUnknown: 0,
@@ -331,8 +338,8 @@ func recordRunning(pods map[types.UID]*container.Pod) {
 			byState[c.State]++
 		}
 	}
-	metrics.RunningPods.Set(float64(running))
+	p.metrics.RunningPods.Set(float64(running))
 	for state, n := range byState {
-		metrics.RunningContainers.WithLabelValues(string(state)).Set(float64(n))
+		p.metrics.RunningContainers.WithLabelValues(string(state)).Set(float64(n))
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // handleEvents reads the status of every pod a batch of runtime events
@@ -29,7 +28,7 @@ func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEv
 	unknown := false
 	for _, e := range batch {
 		if e.CreatedAt > 0 { // the runtime's clock is the host's
-			metrics.EventedPLEGConnLatency.Observe(time.Since(time.Unix(0, e.CreatedAt)).Seconds())
+			p.metrics.EventedConnLatency.Observe(time.Since(time.Unix(0, e.CreatedAt)).Seconds())
 		}
 		if e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
 			continue
@@ -132,7 +131,7 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 	// The running gauges follow the reads too, not only the relist, which
 	// comes every EventedPeriod while events flow.
 	p.mu.Lock()
-	recordRunning(p.pods)
+	p.recordRunning(p.pods)
 	p.mu.Unlock()
 	p.send(events)
 }

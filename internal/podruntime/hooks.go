@@ -44,7 +44,7 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, con
 		}
 	case h.Sleep != nil:
 		select {
-		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-m.cfg.Clock.After(time.Duration(h.Sleep.Seconds) * time.Second):
 		case <-ctx.Done():
 			err := errors.New("container terminated before sleep hook finished")
 			return fmt.Sprintf("Sleep lifecycle hook (%d) for Container %q in Pod %q failed - error: %v", h.Sleep.Seconds, c.Name, podName, err), err
@@ -142,7 +142,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, c *v1.Container, id 
 	if c == nil || c.Lifecycle == nil || c.Lifecycle.PreStop == nil || grace <= 0 {
 		return 0
 	}
-	began := time.Now()
+	began := m.cfg.Clock.Now()
 	hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
 	defer cancel()
 	if _, err := m.runHook(hctx, pod, c, id, c.Lifecycle.PreStop); err != nil {
@@ -153,7 +153,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, c *v1.Container, id 
 			m.event(pod, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 		}
 	}
-	return int64(time.Since(began).Seconds())
+	return int64(m.cfg.Clock.Since(began).Seconds())
 }
 
 // specOf finds a container's spec, init or app, by name; nil if none.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -160,7 +161,14 @@ func TestPreStopHook(t *testing.T) {
 	f.pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 1}}}
 	ev, stops := withEvents(f)
 	f.sync()
-	if err := f.m.KillPod(context.Background(), f.pod, f.status(), nil); err != nil {
+	killed := make(chan error, 1)
+	go func() { killed <- f.m.KillPod(context.Background(), f.pod, f.status(), nil) }()
+	// The sleep hook waits on the clock: a second passes for it.
+	for !f.clock.HasWaiters() {
+		goruntime.Gosched()
+	}
+	f.clock.Step(time.Second)
+	if err := <-killed; err != nil {
 		t.Fatal(err)
 	}
 	// The hook took 1 s of the 4, and succeeded: no FailedPreStopHook.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/images/keyring"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // ReasonImageInspectError: the runtime could not say whether it has the image.
@@ -46,7 +45,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 		}
 	}
 	key := pullBackOffKey(pod, image)
-	if m.pullBackOff.IsInBackOffSinceUpdate(key, m.pullBackOff.Clock.Now()) {
+	if m.pullBackOff.IsInBackOffSinceUpdate(key, m.cfg.Clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)
 		m.event(pod, v1.EventTypeNormal, "BackOff", "%s", msg)
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", ReasonImagePullBackOff)
@@ -60,10 +59,10 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 		return fail(cerr.Reason, "Failed", cerr.Message)
 	}
 	m.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", image)
-	start := time.Now()
+	start := m.cfg.Clock.Now()
 	res, err := m.cfg.Puller.Pull(ctx, pull, creds, sandbox)
 	if err != nil {
-		now := m.pullBackOff.Clock.Now()
+		now := m.cfg.Clock.Now()
 		m.pullBackOff.Next(key, now)
 		m.pullErrs.Store(key, pullFailure{ReasonErrImagePull + ": " + err.Error(), now})
 		klog.InfoS("Image pull failed", "pod", klog.KObj(pod), "image", image, "credentials", len(creds), "err", err)
@@ -73,13 +72,15 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, image string, po
 	}
 	m.pullBackOff.Reset(key)
 	m.pullErrs.Delete(key)
-	end := time.Now()
+	end := m.cfg.Clock.Now()
 	m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		image, res.Pulling.Truncate(time.Millisecond), end.Sub(start).Truncate(time.Millisecond), res.Size)
 	// The pull's duration by image size; the pod start tracker leaves pull
 	// time out of the start SLI.
-	metrics.ObserveImagePull(end.Sub(start).Seconds(), res.Size)
-	metrics.PodStarts.Pulled(pod.UID, start, end)
+	m.cfg.Metrics.Runtime.ObserveImagePull(end.Sub(start), res.Size)
+	if m.cfg.Timer != nil {
+		m.cfg.Timer.Pulled(pod.UID, start, end)
+	}
 	return res.ImageRef, nil
 }
 
@@ -132,7 +133,7 @@ func (m *Manager) pullRetryAfter(pod *v1.Pod, image string) time.Duration {
 		return 0
 	}
 	// Get is the back-off's full length; it runs from the last failure.
-	left := m.pullBackOff.Get(key) - m.pullBackOff.Clock.Since(v.(pullFailure).at)
+	left := m.pullBackOff.Get(key) - m.cfg.Clock.Since(v.(pullFailure).at)
 	return min(max(left, 100*time.Millisecond), backOffInitial)
 }
 
@@ -147,7 +148,7 @@ func (m *Manager) event(pod *v1.Pod, eventtype, reason, format string, args ...i
 // gcPullErrors forgets pull failures whose back-off has long run out (the
 // back-off entries themselves go in pullBackOff.GC after 2 × max).
 func (m *Manager) gcPullErrors() {
-	now := m.pullBackOff.Clock.Now()
+	now := m.cfg.Clock.Now()
 	m.pullErrs.Range(func(k, v any) bool {
 		if now.Sub(v.(pullFailure).at) > 2*backOffMax {
 			m.pullErrs.Delete(k)

@@ -12,7 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
@@ -88,8 +87,8 @@ func newImageFixture(t *testing.T) *imageFixture {
 		CRI:         &cri.Client{Runtime: critest.NewFakeRuntimeService(), Images: f.img, RuntimeName: "fake"},
 		Recorder:    f.events,
 		PullSecrets: func(context.Context, *v1.Pod) []v1.Secret { return f.secrets },
+		Clock:       f.clock,
 	})
-	f.m.pullBackOff = flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, f.clock)
 	return f
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -128,7 +127,7 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 	}
 	for _, sb := range st.Sandboxes {
 		if m.cfg.SandboxRemovalDelay > 0 {
-			m.removals.add(st.ID, sb.Id, time.Now().Add(m.cfg.SandboxRemovalDelay))
+			m.removals.add(st.ID, sb.Id, m.cfg.Clock.Now().Add(m.cfg.SandboxRemovalDelay))
 			continue
 		}
 		if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, sb.Id); err != nil && !cri.IsNotFound(err) {

@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/envvars"
 	"github.com/skiff-sh/skiff/internal/images"
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Recorder emits Kubernetes Events; client-go's record.EventRecorder fits.
@@ -68,6 +70,12 @@ type Config struct {
 	// CrashBackOffInitial and CrashBackOffMax are the container restart
 	// back-off (config.CrashLoopBackOff); upstream's 10 s and 300 s when 0.
 	CrashBackOffInitial, CrashBackOffMax time.Duration
+	// Clock times back-offs, hooks, start-up steps and sandbox removal;
+	// nil: the real one.
+	Clock clock.WithTicker
+	// Metrics counts pods and containers started and times image pulls;
+	// nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -110,14 +118,21 @@ func New(cfg Config) *Manager {
 	if cfg.Puller == nil && cfg.CRI != nil {
 		cfg.Puller = images.NewPuller(cfg.CRI.Images, true, 0)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
 	crashInitial, crashMax := cfg.CrashBackOffInitial, cfg.CrashBackOffMax
 	if crashInitial <= 0 || crashMax <= 0 {
 		crashInitial, crashMax = backOffInitial, backOffMax
 	}
 	return &Manager{
-		cfg:          cfg,
-		crashBackOff: flowcontrol.NewBackOff(crashInitial, crashMax),
-		pullBackOff:  flowcontrol.NewBackOff(backOffInitial, backOffMax),
+		cfg: cfg,
+		// NewFakeBackOff is client-go's only constructor taking a clock.
+		crashBackOff: flowcontrol.NewFakeBackOff(crashInitial, crashMax, cfg.Clock),
+		pullBackOff:  flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, cfg.Clock),
 	}
 }
 

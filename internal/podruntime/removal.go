@@ -87,11 +87,12 @@ func (q *removalQueue) finish(sandboxID string, now time.Time) {
 }
 
 // hasPod reports whether the pod has sandboxes queued or being removed,
-// or had one removed after listed.
+// or had one removed at or after listed: a removal stamped with the same
+// time as the listing (a coarse or fake clock) may have ended after it.
 func (q *removalQueue) hasPod(pod types.UID, listed time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if at, ok := q.done[pod]; ok && at.After(listed) {
+	if at, ok := q.done[pod]; ok && !at.Before(listed) {
 		return true
 	}
 	for _, r := range q.due {
@@ -108,7 +109,7 @@ func (q *removalQueue) hasPod(pod types.UID, listed time.Time) bool {
 }
 
 // RemovingSandboxes reports whether sandboxes of the pod wait for
-// removal or are being removed, or one was removed after listed (when the
+// removal or are being removed, or one was removed at or after listed (when the
 // runtime was listed, e.g. by the PLEG, which then still shows it): the
 // pod is cleaned up and must not be taken for an orphan.
 func (m *Manager) RemovingSandboxes(pod types.UID, listed time.Time) bool {
@@ -119,13 +120,13 @@ func (m *Manager) RemovingSandboxes(pod types.UID, listed time.Time) bool {
 // ends. Sandboxes still queued then are found again after a restart: their
 // pod is an orphan, stopped and removed anew.
 func (m *Manager) RunSandboxRemover(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
+	t := m.cfg.Clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
 			m.removeDue(ctx, now)
 		}
 	}
@@ -143,6 +144,6 @@ func (m *Manager) removeDue(ctx context.Context, now time.Time) {
 			klog.V(4).InfoS("Removed pod sandbox", "podUID", r.pod, "sandbox", id)
 		}
 		// The clock, not now: removing many sandboxes takes a while.
-		m.removals.finish(id, time.Now())
+		m.removals.finish(id, m.cfg.Clock.Now())
 	}
 }

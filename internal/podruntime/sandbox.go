@@ -12,7 +12,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/cri"
-	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // PodLogsDir is the directory of a pod's container logs:
@@ -125,10 +124,10 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, fmt.Errorf("create pod log directory: %w", err)
 	}
-	metrics.StartedPods.Inc()
+	m.cfg.Metrics.Runtime.StartedPods.Inc()
 	id, err := m.cfg.CRI.Runtime.RunPodSandbox(ctx, cfg, m.cfg.RuntimeHandler)
 	if err != nil {
-		metrics.StartedPodsErrors.Inc()
+		m.cfg.Metrics.Runtime.StartedPodsErrors.Inc()
 		return "", nil, fmt.Errorf("run pod sandbox: %w", err)
 	}
 	resp, err := m.cfg.CRI.Runtime.PodSandboxStatus(ctx, id, false)

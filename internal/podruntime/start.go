@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +26,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 			return false
 		}
 	}
-	began := time.Now()
+	began := m.cfg.Clock.Now()
 	imageRef, cerr := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy, s.sandboxCfg)
 	m.timed(pod, phaseImage, c.Name, began)
 	if cerr != nil {
@@ -52,22 +51,22 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		return false
 	}
 	ctype := containerType(pod, c)
-	metrics.StartedContainers.WithLabelValues(ctype).Inc()
-	began = time.Now()
+	m.cfg.Metrics.Runtime.StartedContainers.WithLabelValues(ctype).Inc()
+	began = m.cfg.Clock.Now()
 	id, err := m.cfg.CRI.Runtime.CreateContainer(ctx, s.sandboxID, cfg, s.sandboxCfg)
 	m.timed(pod, phaseCreate, c.Name, began)
 	if err != nil {
-		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
+		m.cfg.Metrics.Runtime.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonCreateContainer, err.Error()}, backOffInitial)
 		return false
 	}
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
-	began = time.Now()
+	began = m.cfg.Clock.Now()
 	err = m.cfg.CRI.Runtime.StartContainer(ctx, id)
 	m.timed(pod, phaseStart, c.Name, began)
 	if err != nil {
-		metrics.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
+		m.cfg.Metrics.Runtime.StartedContainersErrors.WithLabelValues(ctype, status.Code(err).String()).Inc()
 		m.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.res.wait(c.Name, &ContainerError{ReasonRunContainer, err.Error()}, backOffInitial)
 		return false
@@ -95,7 +94,7 @@ func (m *Manager) backingOff(s *podSync, c *v1.Container, exited *container.Cont
 		delay := m.crashBackOff.Get(key)
 		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID)
 		m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
-		s.res.wait(c.Name, &ContainerError{ReasonCrashLoopBackOff, msg}, delay-time.Since(ended))
+		s.res.wait(c.Name, &ContainerError{ReasonCrashLoopBackOff, msg}, delay-m.cfg.Clock.Since(ended))
 		return true
 	}
 	m.crashBackOff.Next(key, ended)

@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/container"
+	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/podspec"
 	"github.com/skiff-sh/skiff/internal/volume"
 )
@@ -99,23 +101,36 @@ func (m *Manager) ensureSandbox(ctx context.Context, s *podSync) bool {
 			return false
 		}
 	}
-	began := time.Now()
+	began := m.cfg.Clock.Now()
 	id, ips, err := m.createSandbox(ctx, s.pod, attempt)
 	m.timed(s.pod, phaseSandbox, "", began)
 	if err != nil {
 		m.event(s.pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		s.res.Err = fmt.Errorf("create sandbox of pod %s/%s: %w", s.pod.Namespace, s.pod.Name, err)
 		if id != "" { // made but unusable: remove it so the next sync starts clean
-			_ = m.cfg.CRI.Runtime.StopPodSandbox(ctx, id)
-			_ = m.cfg.CRI.Runtime.RemovePodSandbox(ctx, id)
+			s.res.Err = errors.Join(s.res.Err, m.discardSandbox(ctx, id))
 		}
 		return false
 	}
-	s.sandboxID, s.ips, s.since = id, ips, time.Now().Add(-time.Second)
+	s.sandboxID, s.ips, s.since = id, ips, m.cfg.Clock.Now().Add(-time.Second)
 	s.sandboxCfg = m.sandboxConfig(s.pod, attempt)
 	// What ran in the old sandbox is history: init containers run again.
 	s.status = &container.PodStatus{ID: st.ID, Name: st.Name, Namespace: st.Namespace, Containers: st.Containers}
 	return true
+}
+
+// discardSandbox stops and removes a sandbox made but unusable. A sandbox
+// already gone is no error; any other failure is returned, to be joined
+// to the error that made the sandbox unusable.
+func (m *Manager) discardSandbox(ctx context.Context, id string) error {
+	var errs []error
+	if err := m.cfg.CRI.Runtime.StopPodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("roll back: stop sandbox %s: %w", id, err))
+	}
+	if err := m.cfg.CRI.Runtime.RemovePodSandbox(ctx, id); err != nil && !cri.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("roll back: remove sandbox %s: %w", id, err))
+	}
+	return errors.Join(errs...)
 }
 
 // syncInitContainers runs init containers one at a time and starts sidecars

@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
@@ -37,8 +37,8 @@ func newFixture(t *testing.T, policy v1.RestartPolicy, init ...v1.Container) *fi
 	m := New(Config{
 		CRI:        &cri.Client{Runtime: rt, Images: img, RuntimeName: "fake"},
 		PodLogsDir: t.TempDir(),
+		Clock:      clock,
 	})
-	m.crashBackOff = flowcontrol.NewFakeBackOff(backOffInitial, backOffMax, clock)
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("uid-1")},
 		Spec: v1.PodSpec{
@@ -353,5 +353,25 @@ func TestSandboxNeedsNoImageFromSkiff(t *testing.T) {
 	}
 	if len(f.img.Images) != 1 || f.img.Images["busybox:1"] == nil {
 		t.Errorf("images after sync: %v, want only busybox:1", f.img.Images)
+	}
+}
+
+// A sandbox made but unusable is rolled back; what fails in the roll-back
+// is returned with the error that caused it, not dropped.
+func TestUnusableSandboxRollbackErrorsAreJoined(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	statusErr, removeErr := errors.New("status refused"), errors.New("remove refused")
+	f.rt.InjectError("PodSandboxStatus", statusErr)
+	f.rt.InjectError("RemovePodSandbox", removeErr)
+	res := f.sync()
+	if !errors.Is(res.Err, statusErr) || !errors.Is(res.Err, removeErr) {
+		t.Fatalf("sync error %v, want both the status and the roll-back error", res.Err)
+	}
+	if n := len(f.rt.Sandboxes); n != 1 {
+		t.Fatalf("%d sandboxes, want the one whose removal failed", n)
+	}
+	// The next sync removes nothing more and makes a working sandbox.
+	if res := f.sync(); res.Err != nil || !res.Started {
+		t.Fatalf("second sync: err=%v started=%v", res.Err, res.Started)
 	}
 }

@@ -8,9 +8,11 @@ import (
 )
 
 // Timer records how long the steps of a pod's start take (a
-// *podstartup.Tracker); phase is one of podstartup's phase names.
+// *podstartup.Tracker); phase is one of podstartup's phase names. Pulled
+// gets each image pull's start and end, which the start SLI leaves out.
 type Timer interface {
 	Observe(uid types.UID, phase, container string, d time.Duration)
+	Pulled(uid types.UID, start, end time.Time)
 }
 
 // Phase names given to the Timer (podstartup's).
@@ -24,6 +26,6 @@ const (
 // timed records the time since start, if a Timer is configured.
 func (m *Manager) timed(pod *v1.Pod, phase, container string, start time.Time) {
 	if m.cfg.Timer != nil {
-		m.cfg.Timer.Observe(pod.UID, phase, container, time.Since(start))
+		m.cfg.Timer.Observe(pod.UID, phase, container, m.cfg.Clock.Since(start))
 	}
 }

@@ -3,19 +3,23 @@
 // sandbox, each container's image check, create and start, and the wait
 // for readiness. Every phase feeds a Prometheus histogram; once the pod
 // first turns Ready, its breakdown can also be emitted as one
-// PodStartupBreakdown Event. The upstream kubelet only reports the total.
+// PodStartupBreakdown Event. The upstream kubelet only reports the totals,
+// which the same Tracker records under upstream's names: first sight (or
+// creation) to all containers started, image pulls left out of the SLI.
+// It is the kubelet's one record of pods' starts.
 package podstartup
 
 import (
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Phases of a pod's start, in the order they happen.
@@ -40,20 +44,19 @@ type Recorder interface {
 
 // Config configures a Tracker.
 type Config struct {
-	// Registerer gets the histograms; nil registers nothing.
-	Registerer prometheus.Registerer
+	// Metrics gets the start histograms; nil: a registry of its own.
+	Metrics *metrics.Registry
 	// Events, when set, receives one PodStartupBreakdown Event per pod.
 	Events Recorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock times the phases; nil: the real one.
+	Clock clock.PassiveClock
 }
 
 // Tracker records pods' start-up phases from the moment the kubelet first
 // sees a pod until it first turns Ready. A nil *Tracker records nothing.
 type Tracker struct {
-	cfg    Config
-	phases *prometheus.HistogramVec
-	total  prometheus.Histogram
+	cfg Config
+	m   *metrics.PodStartMetrics
 
 	mu   sync.Mutex
 	pods map[types.UID]*record
@@ -64,9 +67,15 @@ type record struct {
 	admitted  time.Time // zero until admitted
 	synced    bool      // its first sync began
 	lastStart time.Time // end of the latest container start
-	started   bool      // a sandbox or container was started for it
+	ran       bool      // a sandbox or container was started for it
 	done      bool      // Ready was reached: nothing more is recorded
 	entries   []entry
+
+	// For upstream's histograms: whether a status was looked at since
+	// first sight, whether all containers were seen started, and the
+	// first pull's start and the last pull's end.
+	reported, allStarted bool
+	pullStart, pullEnd   time.Time
 }
 
 type entry struct {
@@ -74,52 +83,15 @@ type entry struct {
 	d                time.Duration
 }
 
-// Buckets from 1 ms to about 65 s.
-var buckets = prometheus.ExponentialBuckets(0.001, 2, 17)
-
-// New returns a Tracker and registers its histograms.
-func New(cfg Config) (*Tracker, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+// New returns a Tracker.
+func New(cfg Config) *Tracker {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	t := &Tracker{
-		cfg:  cfg,
-		pods: map[types.UID]*record{},
-		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "skiff_pod_startup_phase_duration_seconds",
-			Help:    "Time a pod's start spends in each phase (admission, queue, volumes, sandbox, image, create, start, readiness); per container for image, create and start.",
-			Buckets: buckets,
-		}, []string{"phase"}),
-		total: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "skiff_pod_startup_duration_seconds",
-			Help:    "Time from Skiff first seeing a pod to the pod first being Ready, as computed by Skiff (before the status reaches the apiserver).",
-			Buckets: buckets,
-		}),
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
-	if cfg.Registerer != nil {
-		var err error
-		// A second Tracker in one process (a kubelet restarted in-process,
-		// as tests do) records into the histograms already registered.
-		if t.phases, err = register(cfg.Registerer, t.phases); err != nil {
-			return nil, err
-		}
-		if t.total, err = register(cfg.Registerer, t.total); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	err := r.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, err
+	return &Tracker{cfg: cfg, m: &cfg.Metrics.PodStart, pods: map[types.UID]*record{}}
 }
 
 // Seen marks the first time the kubelet sees a pod; later calls are no-ops.
@@ -127,7 +99,7 @@ func (t *Tracker) Seen(uid types.UID) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.pods[uid]; !ok {
@@ -140,7 +112,7 @@ func (t *Tracker) Admitted(uid types.UID, d time.Duration) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.active(uid); r != nil && r.admitted.IsZero() {
@@ -154,7 +126,7 @@ func (t *Tracker) SyncStarted(uid types.UID) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.active(uid); r != nil && !r.synced {
@@ -174,7 +146,7 @@ func (t *Tracker) Observe(uid types.UID, phase, container string, d time.Duratio
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.active(uid)
@@ -184,29 +156,56 @@ func (t *Tracker) Observe(uid types.UID, phase, container string, d time.Duratio
 	switch phase {
 	case Start:
 		r.lastStart = now
-		r.started = true
+		r.ran = true
 	case Sandbox:
-		r.started = true
+		r.ran = true
 	}
 	t.add(r, phase, container, d)
 }
 
-// Ready is called whenever the pod's computed status is Ready; the first
-// call ends the pod's start-up and emits its Event. A pod adopted already
-// running (nothing was started for it) is dropped without either.
-func (t *Tracker) Ready(pod *v1.Pod) {
+// Pulled records an image pull of the pod, from start to end: upstream's
+// SLI leaves it out.
+func (t *Tracker) Pulled(uid types.UID, start, end time.Time) {
 	if t == nil {
 		return
 	}
-	now := t.cfg.Now()
 	t.mu.Lock()
-	r := t.active(pod.UID)
-	if r == nil {
+	defer t.mu.Unlock()
+	r := t.pods[uid]
+	if r == nil || r.allStarted {
+		return
+	}
+	if r.pullStart.IsZero() || start.Before(r.pullStart) {
+		r.pullStart = start
+	}
+	if end.After(r.pullEnd) {
+		r.pullEnd = end
+	}
+}
+
+// Status looks at the pod's newly computed status. The first time every
+// app container has started it records upstream's start durations; the
+// first time the pod is Ready it ends the pod's start-up and emits its
+// Event. A pod adopted already running (its first status shows it
+// started, nothing was started for it) is dropped without either.
+func (t *Tracker) Status(pod *v1.Pod, st *v1.PodStatus) {
+	if t == nil {
+		return
+	}
+	now := t.cfg.Clock.Now()
+	t.mu.Lock()
+	r := t.pods[pod.UID]
+	if r == nil || r.done {
+		t.mu.Unlock()
+		return
+	}
+	t.started(r, pod, st, now)
+	if !ready(st) {
 		t.mu.Unlock()
 		return
 	}
 	r.done = true
-	if !r.started {
+	if !r.ran {
 		t.mu.Unlock()
 		return
 	}
@@ -214,7 +213,7 @@ func (t *Tracker) Ready(pod *v1.Pod) {
 		t.add(r, Readiness, "", now.Sub(r.lastStart))
 	}
 	total := now.Sub(r.seen)
-	t.total.Observe(total.Seconds())
+	t.m.Ready.Observe(total.Seconds())
 	entries := r.entries
 	t.mu.Unlock()
 
@@ -222,6 +221,50 @@ func (t *Tracker) Ready(pod *v1.Pod) {
 		t.cfg.Events.Eventf(pod, v1.EventTypeNormal, EventReason, "%s", FormatMessage(total, entries))
 	}
 	klog.V(3).InfoS("Pod start-up breakdown", "pod", klog.KObj(pod), "breakdown", FormatMessage(total, entries))
+}
+
+// started observes upstream's durations the first time all of the pod's
+// app containers have started; t.mu is held.
+func (t *Tracker) started(r *record, pod *v1.Pod, st *v1.PodStatus, now time.Time) {
+	first := !r.reported
+	r.reported = true
+	if r.allStarted || !allStarted(pod, st) {
+		return
+	}
+	r.allStarted = true
+	if first {
+		return // already running when first seen: nothing to measure
+	}
+	t.m.Duration.Observe(now.Sub(r.seen).Seconds())
+	if created := pod.CreationTimestamp.Time; !created.IsZero() {
+		total := now.Sub(created)
+		t.m.TotalDuration.Observe(total.Seconds())
+		t.m.SLIDuration.Observe((total - r.pullEnd.Sub(r.pullStart)).Seconds())
+	}
+}
+
+func allStarted(pod *v1.Pod, st *v1.PodStatus) bool {
+	if len(st.ContainerStatuses) < len(pod.Spec.Containers) {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		switch {
+		case cs.State.Running != nil:
+		case cs.State.Terminated != nil && !cs.State.Terminated.StartedAt.IsZero():
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func ready(st *v1.PodStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Forget drops what is recorded of a pod (it was removed).
@@ -246,5 +289,5 @@ func (t *Tracker) active(uid types.UID) *record {
 // add records one phase; t.mu is held.
 func (t *Tracker) add(r *record, phase, container string, d time.Duration) {
 	r.entries = append(r.entries, entry{phase: phase, container: container, d: d})
-	t.phases.WithLabelValues(phase).Observe(d.Seconds())
+	t.m.Phases.WithLabelValues(phase).Observe(d.Seconds())
 }

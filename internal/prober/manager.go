@@ -47,6 +47,9 @@ type Config struct {
 	ExecSlots int
 	// Clock times probe periods and initial delays; nil: the real one.
 	Clock clock.WithTicker
+	// Metrics counts probe results (/metrics/probes); nil: a registry of
+	// its own.
+	Metrics *metrics.Registry
 }
 
 // Manager owns the probe workers and their results.
@@ -81,6 +84,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
 	}
 	return &Manager{
 		execs:     newSlots(cfg.ExecSlots),

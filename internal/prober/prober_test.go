@@ -242,20 +242,20 @@ func TestReadinessThresholds(t *testing.T) {
 	}
 	// Every probe run is counted by result; the pod's series go with it.
 	for result, want := range map[string]float64{"successful": 3, "failed": 3} {
-		if got := probeCount(t, "uid-1", result); got != want {
+		if got := probeCount(t, f.m.cfg.Metrics, "uid-1", result); got != want {
 			t.Errorf("prober_probe_total{result=%q} = %v, want %v", result, got, want)
 		}
 	}
-	metrics.ForgetPodProbes("ns", "p", "uid-1")
-	if got := probeCount(t, "uid-1", "successful"); got != 0 {
+	f.m.cfg.Metrics.ForgetPodProbes("ns", "p", "uid-1")
+	if got := probeCount(t, f.m.cfg.Metrics, "uid-1", "successful"); got != 0 {
 		t.Errorf("series left after ForgetPodProbes: %v", got)
 	}
 }
 
 // probeCount reads prober_probe_total of a pod's readiness probe.
-func probeCount(t *testing.T, uid, result string) float64 {
+func probeCount(t *testing.T, reg *metrics.Registry, uid, result string) float64 {
 	t.Helper()
-	families, err := metrics.ProbeRegistry.Gather()
+	families, err := reg.Gatherers().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

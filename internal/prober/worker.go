@@ -137,10 +137,10 @@ func (w *worker) probe(ctx context.Context) bool {
 	}
 	switch res {
 	case Success:
-		metrics.ObserveProbe(w.target, metrics.ProbeSuccessful)
-		metrics.ObserveProbeDuration(w.target, w.m.cfg.Clock.Since(began))
+		w.m.cfg.Metrics.ObserveProbe(w.target, metrics.ProbeSuccessful)
+		w.m.cfg.Metrics.ObserveProbeDuration(w.target, w.m.cfg.Clock.Since(began))
 	default:
-		metrics.ObserveProbe(w.target, metrics.ProbeFailed)
+		w.m.cfg.Metrics.ObserveProbe(w.target, metrics.ProbeFailed)
 	}
 	if res == w.last {
 		w.streak++

@@ -7,9 +7,9 @@ import (
 )
 
 // MetricsRoutes adds /metrics (the kubelet's own metrics with the Go
-// runtime and process collectors) and /metrics/probes. Both servers serve
-// them, as upstream does.
-func MetricsRoutes(mux *http.ServeMux) {
-	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("GET /metrics/probes", metrics.ProbesHandler())
+// runtime and process collectors) and /metrics/probes, both from m. Both
+// servers serve them, as upstream does.
+func MetricsRoutes(mux *http.ServeMux, m *metrics.Registry) {
+	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /metrics/probes", m.ProbesHandler())
 }

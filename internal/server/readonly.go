@@ -35,11 +35,16 @@ type ReadOnly struct {
 	srv  *http.Server
 }
 
-// NewReadOnly returns a server for addr (host:port); sp may be nil.
-func NewReadOnly(addr string, p Provider, sp StatsProvider) *ReadOnly {
+// NewReadOnly returns a server for addr (host:port) that serves m's
+// metrics and counts its requests in m (nil: a registry of its own); sp
+// may be nil.
+func NewReadOnly(addr string, p Provider, sp StatsProvider, m *metrics.Registry) *ReadOnly {
+	if m == nil {
+		m = metrics.New()
+	}
 	mux := http.NewServeMux()
-	installCommon(mux, p, sp)
-	h := metrics.InstrumentHandler(metrics.ServerReadOnly, mux)
+	installCommon(mux, p, sp, m)
+	h := m.InstrumentHandler(metrics.ServerReadOnly, mux)
 	return &ReadOnly{addr: addr, srv: newHTTPServer(h, nil, upstreamTimeouts)}
 }
 

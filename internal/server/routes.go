@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
 // Provider is what the endpoints both servers share show.
@@ -20,14 +22,18 @@ type Provider interface {
 // installCommon adds what the read-only and the secure server both serve,
 // as upstream's InstallAuthNotRequiredHandlers: /healthz (with the ping,
 // log and syncloop checks, each also at /healthz/<name>), /pods, /metrics,
-// /metrics/probes and, when sp is set, /stats/summary and /metrics/resource.
-func installCommon(mux *http.ServeMux, p Provider, sp StatsProvider) {
+// /metrics/probes (from m; nil: a registry of its own) and, when sp is
+// set, /stats/summary and /metrics/resource.
+func installCommon(mux *http.ServeMux, p Provider, sp StatsProvider, m *metrics.Registry) {
+	if m == nil {
+		m = metrics.New()
+	}
 	installHealthz(mux, pingCheck, logCheck,
 		healthCheck{"syncloop", func(*http.Request) error { return p.Healthy() }})
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		writePods(w, p.Pods())
 	})
-	MetricsRoutes(mux)
+	MetricsRoutes(mux, m)
 	registerStats(mux, sp)
 }
 

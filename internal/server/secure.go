@@ -55,6 +55,9 @@ type SecureConfig struct {
 	SystemLogs http.Handler
 	// Debug is the /debug/ endpoints, served with Debugging only.
 	Debug Debug
+	// Metrics is what /metrics and /metrics/probes serve, and counts the
+	// requests; nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // Secure is the kubelet API: HTTPS on address:port, every request
@@ -66,7 +69,10 @@ type Secure struct {
 
 // NewSecure returns the kubelet API server.
 func NewSecure(cfg SecureConfig) *Secure {
-	h := metrics.InstrumentHandler(metrics.ServerReadWrite, cfg.Auth.Filter(secureMux(cfg)))
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	h := cfg.Metrics.InstrumentHandler(metrics.ServerReadWrite, cfg.Auth.Filter(secureMux(cfg)))
 	srv := newHTTPServer(h, cfg.TLS, upstreamTimeouts)
 	srv.ErrorLog = klogErrorLog()
 	return &Secure{addr: cfg.Addr, srv: srv}
@@ -80,7 +86,7 @@ func (s *Secure) Run(ctx context.Context) error {
 // secureMux has every endpoint of the kubelet API; Auth guards it.
 func secureMux(cfg SecureConfig) *http.ServeMux {
 	mux := http.NewServeMux()
-	installCommon(mux, cfg.Host, cfg.Stats)
+	installCommon(mux, cfg.Host, cfg.Stats, cfg.Metrics)
 	mux.HandleFunc("/metrics/cadvisor", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cAdvisor metrics are not served by Skiff: see /metrics/resource and /stats/summary", http.StatusNotFound)
 	})

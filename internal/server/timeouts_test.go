@@ -36,7 +36,7 @@ func TestServersHaveUpstreamTimeouts(t *testing.T) {
 	}
 	for name, srv := range map[string]*http.Server{
 		"secure":    NewSecure(SecureConfig{Auth: auth, Host: nil}).srv,
-		"read-only": NewReadOnly("127.0.0.1:0", nil, nil).srv,
+		"read-only": NewReadOnly("127.0.0.1:0", nil, nil, nil).srv,
 	} {
 		if srv.IdleTimeout != 90*time.Second || srv.ReadTimeout != 4*time.Hour || srv.WriteTimeout != 4*time.Hour || srv.MaxHeaderBytes != 1<<20 {
 			t.Errorf("%s: idle %s read %s write %s max header %d, want 90s 4h 4h 1MiB",

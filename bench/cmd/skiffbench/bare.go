@@ -41,7 +41,7 @@ func newBareRunner(ctx context.Context, configPath, endpoint, dir string) (*bare
 		return nil, err
 	}
 	config.SetDefaults(kc)
-	c, err := cri.Dial(ctx, endpoint, endpoint, 2*time.Minute)
+	c, err := cri.Dial(ctx, endpoint, endpoint, 2*time.Minute, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -111,15 +111,13 @@ func write(root *os.Root, payload map[string]File) error {
 			return err
 		}
 		if err := writePayload(root, tsDir, payload); err != nil {
-			_ = root.RemoveAll(tsDir)
-			return err
+			return errors.Join(err, removeTsDir(root, tsDir))
 		}
 		if beforeSwap != nil {
 			beforeSwap(tsDir)
 		}
 		if err := swapDataDir(root, tsDir); err != nil {
-			_ = root.RemoveAll(tsDir)
-			return err
+			return errors.Join(err, removeTsDir(root, tsDir))
 		}
 	}
 

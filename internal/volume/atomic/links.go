@@ -54,8 +54,11 @@ func ensureLink(root *os.Root, name, target string) error {
 		return fmt.Errorf("creating the link %s: %w", name, err)
 	}
 	if err := root.Rename(tmp, name); err != nil {
-		_ = root.Remove(tmp)
-		return fmt.Errorf("replacing the link %s: %w", name, err)
+		err = fmt.Errorf("replacing the link %s: %w", name, err)
+		if rerr := root.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("roll back: removing %s: %w", tmp, rerr))
+		}
+		return err
 	}
 	return nil
 }

@@ -146,8 +146,11 @@ func swapDataDir(root *os.Root, tsDir string) error {
 		return fmt.Errorf("creating the %s link: %w", newDataDirName, err)
 	}
 	if err := root.Rename(newDataDirName, dataDirName); err != nil {
-		_ = root.Remove(newDataDirName)
-		return fmt.Errorf("renaming %s to %s: %w", newDataDirName, dataDirName, err)
+		err = fmt.Errorf("renaming %s to %s: %w", newDataDirName, dataDirName, err)
+		if rerr := root.Remove(newDataDirName); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("roll back: removing %s: %w", newDataDirName, rerr))
+		}
+		return err
 	}
 	return nil
 }
@@ -174,6 +177,14 @@ func removeOrphanTsDirs(root *os.Root) error {
 		if err := root.RemoveAll(name); err != nil {
 			return fmt.Errorf("removing an orphaned data directory %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// removeTsDir removes a timestamped directory a failed write made.
+func removeTsDir(root *os.Root, tsDir string) error {
+	if err := root.RemoveAll(tsDir); err != nil {
+		return fmt.Errorf("roll back: removing %s: %w", tsDir, err)
 	}
 	return nil
 }
