@@ -73,7 +73,8 @@ spec:
     hostPath: {path: %s, type: File}
 `, testLabel, busybox, busybox, hostFile))
 
-	// Every status seen on the way is checked, not just the last.
+	// Every status seen on the way is checked, not just the last (a
+	// static pod's name ends in its node's).
 	checkStatus := func(p *v1.Pod) {
 		t.Helper()
 		b, err := json.Marshal(p.Status)
@@ -84,7 +85,7 @@ spec:
 	}
 	var uid string
 	waitFor(t, 240*time.Second, "main restarted 3 times", func() (bool, error) {
-		p, err := n.pod("termhost")
+		p, err := n.pod("termhost-" + nodeName)
 		if err != nil || p == nil {
 			return false, err
 		}
@@ -126,7 +127,7 @@ spec:
 	if err != nil || string(b) != content {
 		t.Fatalf("the read-only host file: %q, %v; want it untouched", b, err)
 	}
-	p, err := n.pod("termhost")
+	p, err := n.pod("termhost-" + nodeName)
 	must(t, err)
 	checkStatus(p)
 }
