@@ -50,8 +50,9 @@ type ContainerStatus struct {
 	Reason       string
 	Message      string
 	LogPath      string // the container's CRI log file on the host
-	// TerminationMessageFile is the host file mounted at the container's
-	// terminationMessagePath; empty without one.
+	// TerminationMessageFile is the termination message file Skiff made
+	// for the container and mounted at its terminationMessagePath; empty
+	// without one (a volume mounted at that path is never it).
 	TerminationMessageFile string
 	// GracePeriod is the pod's termination grace period when the container
 	// was made: what stopping it takes when the pod spec is long gone.

@@ -147,6 +147,7 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 // --previous logs), as upstream's container GC does; it removes the rest.
 func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *container.PodStatus) {
 	seen, dead := map[string]bool{}, map[string]int{}
+	podDir := m.podDir(pod.UID)
 	for _, cs := range st.Containers { // newest first
 		newest := !seen[cs.Name]
 		seen[cs.Name] = true
@@ -160,6 +161,6 @@ func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *cont
 			klog.ErrorS(err, "Failed to remove dead container", "pod", klog.KObj(pod), "container", cs.Name, "id", cs.ID)
 			continue
 		}
-		removeContainerFiles(cs)
+		removeContainerFiles(podDir, m.cfg.PodLogsDir, cs)
 	}
 }

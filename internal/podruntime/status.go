@@ -39,6 +39,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 	if st.SandboxReady() {
 		st.IPs = sandboxIPs(st.Sandboxes[0])
 	}
+	podDir := m.podDir(ref.UID)
 	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod %s: %w", ref.UID, err)
@@ -52,7 +53,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 			return nil, fmt.Errorf("status of container %s: %w", c.Id, err)
 		}
 		cs := toContainerStatus(resp.Status)
-		addTerminationMessage(ctx, resp.Status, cs)
+		addTerminationMessage(ctx, podDir, resp.Status, cs)
 		st.Containers = append(st.Containers, cs)
 	}
 	sort.SliceStable(st.Containers, func(i, j int) bool {

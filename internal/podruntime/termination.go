@@ -2,15 +2,14 @@ package podruntime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
@@ -39,13 +38,13 @@ const (
 // terminationMessageMount makes the file a container attempt writes its
 // termination message to, <pod dir>/containers/<name>/<random>, as
 // upstream lays it out, and returns its mount at terminationMessagePath.
-// Like upstream, a file that cannot be made costs the message, not the
-// container.
+// Like upstream, a file that cannot be made (a full disk) costs the
+// message, not the container.
 func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container) *runtimeapi.Mount {
 	if m.cfg.PodDir == nil || c.TerminationMessagePath == "" {
 		return nil
 	}
-	path, err := newTerminationMessageFile(filepath.Join(m.cfg.PodDir(pod.UID), "containers", c.Name))
+	path, err := createTermFile(m.cfg.PodDir(pod.UID), c.Name)
 	if err != nil {
 		klog.ErrorS(err, "Cannot make the termination message file; the container gets none", "pod", klog.KObj(pod), "container", c.Name)
 		return nil
@@ -53,33 +52,30 @@ func (m *Manager) terminationMessageMount(pod *v1.Pod, c *v1.Container) *runtime
 	return &runtimeapi.Mount{HostPath: path, ContainerPath: c.TerminationMessagePath}
 }
 
-func newTerminationMessageFile(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", err
+// podDir is the pod's own directory, or "" when Skiff keeps none.
+func (m *Manager) podDir(uid types.UID) string {
+	if m.cfg.PodDir == nil {
+		return ""
 	}
-	var id [4]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, hex.EncodeToString(id[:]))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
-	if err != nil {
-		return "", err
-	}
-	f.Close()
-	// Whatever the umask, any user the container runs as may write it.
-	return path, os.Chmod(path, 0o666)
+	return m.cfg.PodDir(uid)
 }
 
 // addTerminationMessage completes an exited container's message as
 // upstream does: the runtime's message, then ": " and what the container
 // wrote to its terminationMessagePath; with FallbackToLogsOnError, a
 // failed container that wrote nothing there gets the end of its log.
-func addTerminationMessage(ctx context.Context, s *runtimeapi.ContainerStatus, cs *container.ContainerStatus) {
+// Only the file Skiff made for the container in podDir is read: a volume
+// mounted at the same path (upstream reads the first mount there) holds
+// host content the pod may read but must not publish in its status.
+func addTerminationMessage(ctx context.Context, podDir string, s *runtimeapi.ContainerStatus, cs *container.ContainerStatus) {
 	path := s.Annotations[cri.TerminationMessagePathAnno]
+	var own termFile
 	for _, mnt := range s.Mounts {
-		if path != "" && mnt.ContainerPath == path {
-			cs.TerminationMessageFile = mnt.HostPath
+		if path == "" || mnt.ContainerPath != path {
+			continue
+		}
+		if f, ok := ownTermFile(podDir, cs.Name, mnt.HostPath); ok {
+			own, cs.TerminationMessageFile = f, mnt.HostPath
 		}
 	}
 	if s.State != runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -90,7 +86,7 @@ func addTerminationMessage(ctx context.Context, s *runtimeapi.ContainerStatus, c
 		cs.ExitCode != 0 && cs.Reason != ReasonContainerCannotRun && cs.Reason != ReasonStartError
 	msg, useLog := "", fallback
 	if cs.TerminationMessageFile != "" {
-		b, err := readLast(cs.TerminationMessageFile, MaxTerminationMessageLength)
+		b, err := own.read(MaxTerminationMessageLength)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
@@ -115,39 +111,57 @@ func addTerminationMessage(ctx context.Context, s *runtimeapi.ContainerStatus, c
 	cs.Message += msg
 }
 
-// readLast reads at most the last max bytes of a file.
-func readLast(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > max {
-		if _, err := f.Seek(fi.Size()-max, io.SeekStart); err != nil {
-			return nil, err
+// removeContainerFiles removes what a removed container leaves on the
+// node, in Skiff's own directories only: its log with the rotated files
+// (under logsDir), and its termination message file when that is the one
+// Skiff made in the pod directory podDir.
+func removeContainerFiles(podDir, logsDir string, cs *container.ContainerStatus) {
+	if cs.LogPath != "" {
+		if err := removeLogFiles(logsDir, cs.LogPath); err != nil {
+			klog.V(2).InfoS("Cannot remove a removed container's logs", "path", cs.LogPath, "err", err)
 		}
 	}
-	return io.ReadAll(io.LimitReader(f, max))
+	if cs.TerminationMessageFile == "" {
+		return
+	}
+	tf, ok := ownTermFile(podDir, cs.Name, cs.TerminationMessageFile)
+	if !ok {
+		klog.InfoS("Not removing a termination message file Skiff did not make", "path", cs.TerminationMessageFile, "container", cs.Name)
+		return
+	}
+	if err := tf.remove(); err != nil {
+		klog.V(2).InfoS("Cannot remove a removed container's file", "path", cs.TerminationMessageFile, "err", err)
+	}
 }
 
-// removeContainerFiles removes what a removed container leaves on the
-// node: its log with the rotated files, and its termination message file.
-func removeContainerFiles(cs *container.ContainerStatus) {
-	var files []string
-	if cs.LogPath != "" {
-		rotated, _ := logs.RotatedFiles(cs.LogPath)
-		files = append(append(files, cs.LogPath), rotated...)
+// removeLogFiles unlinks a log and its rotated files, which share its
+// directory, relative to a held descriptor of that directory; a log
+// outside logsDir is not Skiff's to remove.
+func removeLogFiles(logsDir, logPath string) error {
+	dir := filepath.Dir(logPath)
+	if rel, err := filepath.Rel(logsDir, dir); logsDir == "" || err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("%s is not under the pod logs directory %q", logPath, logsDir)
 	}
-	if cs.TerminationMessageFile != "" {
-		files = append(files, cs.TerminationMessageFile)
+	rotated, err := logs.RotatedFiles(logPath)
+	if err != nil {
+		return err
 	}
-	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			klog.V(2).InfoS("Cannot remove a removed container's file", "path", f, "err", err)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	var errs []error
+	for _, f := range append([]string{logPath}, rotated...) {
+		if filepath.Dir(f) != dir {
+			continue
+		}
+		if err := unix.Unlinkat(fd, filepath.Base(f), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
 		}
 	}
+	return errors.Join(errs...)
 }

@@ -55,8 +55,16 @@ func TestAddTerminationMessage(t *testing.T) {
 	if err := os.WriteFile(logPath, []byte(logLines.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
+	// Termination files where Skiff makes them: <pod dir>/containers/app/<8 hex>.
+	podDir := filepath.Join(dir, "pod")
+	termDir := filepath.Join(podDir, "containers", "app")
+	if err := os.MkdirAll(termDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	write := func(content string) string {
+		files++
+		p := filepath.Join(termDir, fmt.Sprintf("%08x", files))
 		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +73,7 @@ func TestAddTerminationMessage(t *testing.T) {
 	big := strings.Repeat("a", 100) + strings.Repeat("b", MaxTerminationMessageLength)
 	for _, tc := range []struct {
 		name      string
-		file      string // host file content; "-" for no file mounted, "missing" for one gone
+		file      string // termination file content; "-" for no file mounted, "missing" for one gone
 		policy    v1.TerminationMessagePolicy
 		state     runtimeapi.ContainerState
 		exit      int32
@@ -91,7 +99,8 @@ func TestAddTerminationMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &runtimeapi.ContainerStatus{
-				State: tc.state, ExitCode: tc.exit, Reason: tc.reason, Message: tc.runtime, LogPath: logPath,
+				Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+				State:    tc.state, ExitCode: tc.exit, Reason: tc.reason, Message: tc.runtime, LogPath: logPath,
 				Annotations: map[string]string{
 					cri.TerminationMessagePathAnno:   "/dev/termination-log",
 					cri.TerminationMessagePolicyAnno: string(tc.policy),
@@ -101,12 +110,12 @@ func TestAddTerminationMessage(t *testing.T) {
 			switch tc.file {
 			case "-":
 			case "missing":
-				s.Mounts = append(s.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(dir, "gone")})
+				s.Mounts = append(s.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: filepath.Join(termDir, "ffffffff")})
 			default:
-				s.Mounts = append(s.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: write(strings.ReplaceAll(tc.name, " ", "_"), tc.file)})
+				s.Mounts = append(s.Mounts, &runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: write(tc.file)})
 			}
 			cs := toContainerStatus(s)
-			addTerminationMessage(context.Background(), s, cs)
+			addTerminationMessage(context.Background(), podDir, s, cs)
 			if tc.wantStart != "" {
 				// The last 80 lines, then the last 2 KiB of those.
 				if !strings.HasSuffix(cs.Message, "line 99\n") || len(cs.Message) > MaxTerminationMessageLogLength ||
@@ -126,17 +135,36 @@ const exited = runtimeapi.ContainerState_CONTAINER_EXITED
 
 func TestRemoveContainerFiles(t *testing.T) {
 	dir := t.TempDir()
+	podDir, logsDir := filepath.Join(dir, "pod"), filepath.Join(dir, "logs")
+	for _, d := range []string{"pod/containers/app", "logs/ns_p_u/app"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var files []string
-	for _, f := range []string{"1.log", "1.log.20250301-100000.gz", "1.log.20250301-100010", "tm", "2.log"} {
+	for _, f := range []string{"logs/ns_p_u/app/1.log", "logs/ns_p_u/app/1.log.20250301-100000.gz", "logs/ns_p_u/app/1.log.20250301-100010",
+		"pod/containers/app/0badcafe", "logs/ns_p_u/app/2.log", "pod/containers/app/00000001", "other", "0badcafe", "1.log"} {
 		p := filepath.Join(dir, f)
 		if err := os.WriteFile(p, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, p)
 	}
-	removeContainerFiles(&container.ContainerStatus{LogPath: files[0], TerminationMessageFile: files[3]})
-	left, _ := os.ReadDir(dir)
-	if len(left) != 1 || left[0].Name() != "2.log" {
-		t.Errorf("left %v, want only the other container's 2.log", left)
+	removeContainerFiles(podDir, logsDir, &container.ContainerStatus{Name: "app", LogPath: files[0], TerminationMessageFile: files[3]})
+	check := func(removed int) {
+		t.Helper()
+		for i, f := range files {
+			_, err := os.Stat(f)
+			if gone := os.IsNotExist(err); gone != (i < removed) {
+				t.Errorf("%s: removed=%v (%v)", f, gone, err)
+			}
+		}
 	}
+	check(4)
+	// A file elsewhere, named as a termination file or a log or not, is
+	// never Skiff's.
+	for _, f := range files[6:] {
+		removeContainerFiles(podDir, logsDir, &container.ContainerStatus{Name: "app", LogPath: files[8], TerminationMessageFile: f})
+	}
+	check(4)
 }
