@@ -1,6 +1,7 @@
 package du
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -16,7 +17,7 @@ func TestDirCountsHardLinksOnce(t *testing.T) {
 	if err := os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "b")); err != nil {
 		t.Fatal(err)
 	}
-	u, err := Dir(dir)
+	u, err := Dir(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestDirDoesNotFollowSymlinks(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	u, err := Dir(dir)
+	u, err := Dir(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestDirDoesNotFollowSymlinks(t *testing.T) {
 }
 
 func TestDirMissingRootIsNotExist(t *testing.T) {
-	u, err := Dir(filepath.Join(t.TempDir(), "gone"))
+	u, err := Dir(context.Background(), filepath.Join(t.TempDir(), "gone"))
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Dir of a missing root: %v, want an error wrapping fs.ErrNotExist", err)
 	}

@@ -6,7 +6,9 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -73,7 +75,7 @@ func (m *Manager) Check(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if msg := m.overLimit(pod); msg != "" {
+		if msg := m.overLimit(ctx, pod); msg != "" {
 			klog.InfoS("Evicting pod over its local storage limit", "pod", klog.KObj(pod), "message", msg)
 			m.cfg.Evict(pod, msg)
 		}
@@ -81,20 +83,27 @@ func (m *Manager) Check(ctx context.Context) {
 }
 
 // overLimit says which emptyDir of pod exceeds its sizeLimit, if any.
-func (m *Manager) overLimit(pod *v1.Pod) string {
+// Each walk may take one Period: a tree too big to walk in that time is
+// judged on the part that was walked, which it holds at least.
+func (m *Manager) overLimit(ctx context.Context, pod *v1.Pod) string {
 	for _, vol := range pod.Spec.Volumes {
 		ed := vol.EmptyDir
 		if ed == nil || ed.SizeLimit == nil || ed.SizeLimit.IsZero() {
 			continue
 		}
 		dir := filepath.Join(m.cfg.PodDir(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
-		used, err := du.Dir(dir)
-		if err != nil {
-			klog.V(4).InfoS("Cannot measure emptyDir", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
-			continue
-		}
+		walkCtx, cancel := context.WithTimeout(ctx, m.cfg.Period)
+		used, err := du.Dir(walkCtx, dir)
+		cancel()
 		if int64(used.Bytes) > ed.SizeLimit.Value() {
 			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String())
+		}
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, fs.ErrNotExist):
+			klog.V(4).InfoS("Cannot measure emptyDir", "pod", klog.KObj(pod), "volume", vol.Name, "err", err)
+		default:
+			klog.ErrorS(err, "Cannot measure emptyDir in full", "pod", klog.KObj(pod), "volume", vol.Name, "counted", used.Bytes)
 		}
 	}
 	return ""

@@ -2,6 +2,8 @@ package stats
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +39,7 @@ func (p *Provider) walkDisk(ctx context.Context) {
 			dir := filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes", plugin.Name())
 			vols, _ := os.ReadDir(dir)
 			for _, v := range vols {
-				if vs, ok := volumeStats(filepath.Join(dir, v.Name()), v.Name(), start); ok {
+				if vs, ok := p.volumeStats(ctx, filepath.Join(dir, v.Name()), v.Name(), start); ok {
 					d.volumes[uid] = append(d.volumes[uid], vs)
 				}
 			}
@@ -53,8 +55,8 @@ func (p *Provider) walkDisk(ctx context.Context) {
 			uid := types.UID(parts[2])
 			containers, _ := os.ReadDir(filepath.Join(p.cfg.PodLogsDir, dir.Name()))
 			for _, c := range containers {
-				u, err := du.Dir(filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
-				if err != nil {
+				u, ok := p.measure(ctx, filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
+				if !ok {
 					continue
 				}
 				if d.logs[uid] == nil {
@@ -70,9 +72,9 @@ func (p *Provider) walkDisk(ctx context.Context) {
 	p.mu.Unlock()
 }
 
-func volumeStats(dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
-	u, err := du.Dir(dir)
-	if err != nil {
+func (p *Provider) volumeStats(ctx context.Context, dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
+	u, ok := p.measure(ctx, dir)
+	if !ok {
 		return statsapi.VolumeStats{}, false
 	}
 	info, err := statfs(dir)
@@ -80,4 +82,19 @@ func volumeStats(dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
 		return statsapi.VolumeStats{}, false
 	}
 	return statsapi.VolumeStats{Name: name, FsStats: *info.fsStats(t, ptr(u.Bytes), ptr(u.Inodes))}, true
+}
+
+// measure walks dir, for one VolumePeriod at most. A walk that cannot
+// finish is logged and its tree left out: part of a tree is not its size.
+func (p *Provider) measure(ctx context.Context, dir string) (du.Usage, bool) {
+	walkCtx, cancel := context.WithTimeout(ctx, p.cfg.VolumePeriod)
+	defer cancel()
+	u, err := du.Dir(walkCtx, dir)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, fs.ErrNotExist) {
+			klog.ErrorS(err, "Cannot measure disk usage", "path", dir, "counted", u.Bytes)
+		}
+		return du.Usage{}, false
+	}
+	return u, true
 }
