@@ -1,18 +1,14 @@
 package kubelet
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/skiff-sh/skiff/internal/podsource"
 )
 
 // A pod bound to the node runs, its status reaches the apiserver, and a
@@ -142,60 +138,6 @@ func TestOrphanIsCleanedUpOnce(t *testing.T) {
 	if !m.forgotten(k, orphan.UID) {
 		t.Error("the Kubelet still keeps something of the orphan")
 	}
-}
-
-// A static pod runs from its manifest and shows in the apiserver as a
-// mirror pod with its status. A deleted mirror pod is made again without
-// touching the pod; removing the manifest stops the pod and deletes its
-// mirror.
-func TestStaticPodAndItsMirror(t *testing.T) {
-	m := newMachine(t)
-	m.start()
-	// A static pod started before the Node is registered gets its mirror
-	// pod on a later sync (syncFrequency, a minute): start it after.
-	m.eventually("the Node registered", func() bool {
-		_, err := m.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
-		return err == nil
-	})
-	manifest := filepath.Join(m.static, "static.yaml")
-	writeFile(t, manifest, `apiVersion: v1
-kind: Pod
-metadata:
-  name: static
-  namespace: default
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: app
-    image: busybox:test
-`)
-	name := "static-" + testNode
-	mirror := m.waitPod(name, "mirror running", running)
-	if _, ok := mirror.Annotations[podsource.ConfigMirrorAnnotation]; !ok {
-		t.Errorf("mirror pod annotations %v lack %s", mirror.Annotations, podsource.ConfigMirrorAnnotation)
-	}
-	if refs := mirror.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != testNode {
-		t.Errorf("mirror pod owners %+v, want the Node", refs)
-	}
-	containerID := mirror.Status.ContainerStatuses[0].ContainerID
-
-	if err := m.client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	again := m.waitPod(name, "mirror made again and running", func(p *v1.Pod) bool { return p.UID != mirror.UID && running(p) })
-	if cs := again.Status.ContainerStatuses[0]; cs.ContainerID != containerID || cs.RestartCount != 0 {
-		t.Errorf("static pod after its mirror was deleted: %+v, want container %s, no restart", cs, containerID)
-	}
-
-	if err := os.Remove(manifest); err != nil {
-		t.Fatal(err)
-	}
-	m.eventually("the mirror pod deleted", func() bool { return m.apiPod(name) == nil })
-	id := strings.TrimPrefix(containerID, "fake://")
-	m.eventually("the static pod's container removed", func() bool {
-		_, err := m.rt.ContainerStatus(context.Background(), id, false)
-		return err != nil
-	})
 }
 
 // writeFile writes a manifest whole: written in place, the file source

@@ -38,7 +38,7 @@ func TestDiskWalkIgnoresSwappedSymlinks(t *testing.T) {
 		t.Fatalf("build dirswap: %v\n%s", err, out)
 	}
 
-	cn := newClusterNode(t)
+	cn := newPrivateClusterNode(t)
 	cfg, err := os.OpenFile(cn.config, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
 	_, err = cfg.WriteString("volumeStatsAggPeriod: 1s\n")
