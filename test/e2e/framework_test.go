@@ -477,23 +477,13 @@ func removeTestPods() {
 
 // killContainerProcess kills a container's process from outside Skiff, as
 // the OOM killer or an operator would.
-func killContainerProcess(t *testing.T, id string) {
-	t.Helper()
-	must(t, syscall.Kill(runtimePid(t, id), syscall.SIGKILL))
-}
-
-// killContainerProcess kills a container of the node's runtime.
 func (n *node) killContainerProcess(id string) {
 	n.t.Helper()
 	must(n.t, syscall.Kill(runtimePidIn(n.t, n.runtime(), id), syscall.SIGKILL))
 }
 
-// runtimePid is the host pid of a running container, as the runtime says.
-func runtimePid(t *testing.T, id string) int {
-	t.Helper()
-	return runtimePidIn(t, runtimeSvc, id)
-}
-
+// runtimePidIn is the host pid of a running container, as the runtime
+// rs says.
 func runtimePidIn(t *testing.T, rs internalapi.RuntimeService, id string) int {
 	t.Helper()
 	resp, err := rs.ContainerStatus(context.Background(), id, true)
