@@ -208,7 +208,14 @@ func prepareNode(t *testing.T, cgroupRoot string) *node {
 	}
 	must(t, os.MkdirAll(n.manifests, 0o755))
 	n.apiPort, n.healthzPort = freePort(t), freePort(t)
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+	must(t, os.WriteFile(n.config, []byte(n.kubeletConfig(cgroupRoot, standaloneAuth)), 0o644))
+	return n
+}
+
+// kubeletConfig is the node's KubeletConfiguration: its ports, its
+// cgroup root and the kubelet API's auth.
+func (n *node) kubeletConfig(cgroupRoot, auth string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 readOnlyPort: %d
 port: %d
@@ -216,9 +223,7 @@ healthzPort: %d
 fileCheckFrequency: 2s
 podCIDR: 10.88.0.0/16
 cgroupRoot: %s
-%s`, n.port, n.apiPort, n.healthzPort, cgroupRoot, standaloneAuth)
-	must(t, os.WriteFile(n.config, []byte(cfg), 0o644))
-	return n
+%s`, n.port, n.apiPort, n.healthzPort, cgroupRoot, auth)
 }
 
 // standaloneAuth is the kubelet API's configuration of a node without

@@ -80,16 +80,7 @@ func startShared(c *cluster.Cluster) (*node, error) {
 	if err := os.MkdirAll(n.manifests, 0o755); err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-readOnlyPort: %d
-port: %d
-healthzPort: %d
-fileCheckFrequency: 2s
-podCIDR: 10.88.0.0/16
-cgroupRoot: %s
-%s`, n.port, n.apiPort, n.healthzPort, e2eCgroupRoot, clusterAuth(c))
-	if err := os.WriteFile(n.config, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(n.config, []byte(n.kubeletConfig(e2eCgroupRoot, clusterAuth(c))), 0o644); err != nil {
 		return nil, err
 	}
 	kubeconfig := filepath.Join(dir, "node.kubeconfig")
