@@ -74,19 +74,6 @@ disabled_plugins = [
     conf_dir = "%[4]s/net.d"
 `
 
-const diskCNIConfig = `{
-  "cniVersion": "1.0.0",
-  "name": "skiff-e2e-disk",
-  "plugins": [
-    {
-      "type": "bridge", "bridge": "%s", "isGateway": true, "ipMasq": true,
-      "ipam": { "type": "host-local", "dataDir": "%s/ipam", "ranges": [[{ "subnet": "%s" }]] }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
-}
-`
-
 type diskNode struct {
 	*clusterNode
 	dir, state string // under diskDirs and diskStates
@@ -158,7 +145,7 @@ func (dn *diskNode) startContainerd(t *testing.T, subnet string) {
 	cfg := filepath.Join(dn.dir, "containerd.toml")
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(diskContainerdConfig, dn.mnt, dn.state, dn.sandbox, dn.dir)), 0o644))
 	must(t, os.WriteFile(filepath.Join(dn.dir, "net.d", "10-skiff-e2e-disk.conflist"),
-		[]byte(fmt.Sprintf(diskCNIConfig, dn.bridge, dn.dir, subnet)), 0o644))
+		[]byte(bridgeCNIConfig("skiff-e2e-disk", dn.bridge, dn.dir, subnet)), 0o644))
 	logPath := filepath.Join(dn.dir, "containerd.log")
 	logf, err := os.Create(logPath)
 	must(t, err)

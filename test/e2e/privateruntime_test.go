@@ -82,8 +82,7 @@ func newPrivateRuntime(t *testing.T) *privateRuntime {
 	// The config puts the socket in the directory; the state dir keeps the
 	// path short (a unix socket's path has at most 107 bytes).
 	must(t, os.WriteFile(cfg, []byte(strings.Replace(string(b), filepath.Join(r.dir, "containerd.sock"), r.sock, 1)), 0o644))
-	conflist := fmt.Sprintf(systemdCNIConfig, r.bridge, r.dir, r.subnet)
-	conflist = strings.Replace(conflist, "skiff-e2e-systemd", "skiff-e2e-rt", 1)
+	conflist := bridgeCNIConfig("skiff-e2e-rt", r.bridge, r.dir, r.subnet)
 	must(t, os.WriteFile(filepath.Join(r.dir, "net.d", "10-skiff-e2e-rt.conflist"), []byte(conflist), 0o644))
 	out, err = exec.Command("../../hack/containerd.sh", "bindir").Output()
 	if err != nil {

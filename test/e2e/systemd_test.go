@@ -57,9 +57,13 @@ disabled_plugins = [
     conf_dir = "%[1]s/net.d"
 `
 
-const systemdCNIConfig = `{
+// bridgeCNIConfig is the pod network of a test's own containerd: a
+// bridge of its own name with host-local addresses from subnet, kept in
+// dir/ipam, and portmap.
+func bridgeCNIConfig(name, bridge, dir, subnet string) string {
+	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
-  "name": "skiff-e2e-systemd",
+  "name": "%s",
   "plugins": [
     {
       "type": "bridge", "bridge": "%s", "isGateway": true, "ipMasq": true,
@@ -68,7 +72,8 @@ const systemdCNIConfig = `{
     { "type": "portmap", "capabilities": { "portMappings": true } }
   ]
 }
-`
+`, name, bridge, dir, subnet)
+}
 
 var criPluginOK = regexp.MustCompile(`(?m)^io\.containerd\.grpc\.v1 +cri .* ok *$`)
 
@@ -92,7 +97,7 @@ func startSystemdContainerd(t *testing.T, sd *systemdNS) string {
 	cfg := filepath.Join(dir, "containerd.toml")
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(systemdContainerdConfig, dir, snapshotter)), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "net.d", "10-skiff-e2e.conflist"),
-		[]byte(fmt.Sprintf(systemdCNIConfig, systemdBridge, dir, systemdSubnet)), 0o644))
+		[]byte(bridgeCNIConfig("skiff-e2e-systemd", systemdBridge, dir, systemdSubnet)), 0o644))
 	logPath := filepath.Join(dir, "containerd.log")
 	t.Cleanup(func() {
 		if t.Failed() {
