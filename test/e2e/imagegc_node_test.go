@@ -215,30 +215,7 @@ func (dn *diskNode) cleanupLeftovers(t *testing.T) {
 			}
 		}
 	}
-	for _, shim := range processesWith("containerd-shim", "-address "+dn.sock) {
-		for _, child := range childrenOf(shim) {
-			_ = syscall.Kill(child, syscall.SIGKILL)
-		}
-		_ = syscall.Kill(shim, syscall.SIGKILL)
-	}
-	time.Sleep(300 * time.Millisecond)
-	mounts := mountsUnder(dn.mnt+"/", dn.state+"/")
-	if isMountpoint(dn.mnt) {
-		mounts = append(mounts, dn.mnt)
-	}
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, 0); err != nil {
-			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-				t.Logf("unmount %s: %v", m, err)
-			}
-		}
-	}
-	_ = exec.Command("ip", "link", "del", dn.bridge).Run()
-	for _, p := range []string{dn.dir, dn.state} {
-		if err := os.RemoveAll(p); err != nil {
-			t.Logf("remove %s: %v", p, err)
-		}
-	}
+	removePrivate(t, dn.dir, dn.state, dn.sock, dn.bridge)
 }
 
 // removeDiskLeftovers removes the disk nodes of a run cut short.
@@ -324,21 +301,6 @@ func mountsUnder(prefixes ...string) []string {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(out)))
 	return out
-}
-
-func isMountpoint(path string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[4] == path {
-			return true
-		}
-	}
-	return false
 }
 
 // fs is the small filesystem's capacity and what is available on it, as

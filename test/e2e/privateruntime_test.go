@@ -54,7 +54,7 @@ var (
 // with every container it ran.
 func newPrivateRuntime(t *testing.T) *privateRuntime {
 	t.Helper()
-	privateCleanup.Do(removePrivateLeftovers)
+	privateCleanup.Do(func() { removePrivateLeftovers(t) })
 	n := privateSeq.Add(1)
 	if n > 100 {
 		t.Fatal("more than 100 private runtimes: their subnets would run out")
@@ -189,37 +189,44 @@ func (r *privateRuntime) stop(t *testing.T) {
 			<-r.exited
 		}
 	}
-	removePrivate(r.dir, r.state, r.sock, r.bridge)
+	removePrivate(t, r.dir, r.state, r.sock, r.bridge)
 	removeCgroups(t, r.cgroupRoot)
 }
 
-// removePrivate kills the shims of a private runtime (their command lines
-// name its socket) with their containers, unmounts what they left and
-// removes its directories and bridge.
-func removePrivate(dir, state, sock, bridge string) {
+// removePrivate kills the shims of a containerd of a test's own (their
+// command lines name its socket) with their containers, unmounts what
+// they left (and any filesystem mounted under dir), and removes its
+// directories and bridge.
+func removePrivate(t *testing.T, dir, state, sock, bridge string) {
 	for _, shim := range processesWith("containerd-shim", "-address "+sock) {
 		for _, child := range childrenOf(shim) {
 			_ = syscall.Kill(child, syscall.SIGKILL)
 		}
 		_ = syscall.Kill(shim, syscall.SIGKILL)
 	}
+	time.Sleep(300 * time.Millisecond) // the killed containers' mounts settle
 	for _, m := range mountsUnder(dir+"/", state+"/") {
 		if err := syscall.Unmount(m, 0); err != nil {
-			_ = syscall.Unmount(m, syscall.MNT_DETACH)
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("unmount %s: %v", m, err)
+			}
 		}
 	}
 	_ = exec.Command("ip", "link", "del", bridge).Run()
-	_ = os.RemoveAll(dir)
-	_ = os.RemoveAll(state)
+	for _, p := range []string{dir, state} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Logf("remove %s: %v", p, err)
+		}
+	}
 }
 
 // removePrivateLeftovers removes the private runtimes of a run cut short
 // (their containerds died with it; shims and mounts did not).
-func removePrivateLeftovers() {
+func removePrivateLeftovers(t *testing.T) {
 	entries, _ := os.ReadDir(privateState)
 	for _, e := range entries {
 		state := filepath.Join(privateState, e.Name())
-		removePrivate(filepath.Join(privateDir, e.Name()), state, filepath.Join(state, "containerd.sock"), "skiffrt"+e.Name())
+		removePrivate(t, filepath.Join(privateDir, e.Name()), state, filepath.Join(state, "containerd.sock"), "skiffrt"+e.Name())
 	}
 	_ = os.RemoveAll(privateDir)
 }
