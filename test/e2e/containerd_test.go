@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,21 +21,49 @@ const containerdPidFile = "/run/skiff-dev/containerd.pid"
 
 func stopContainerd(t *testing.T) {
 	t.Helper()
-	b, err := os.ReadFile(containerdPidFile)
-	must(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	must(t, err)
-	must(t, syscall.Kill(pid, syscall.SIGTERM))
-	waitFor(t, 30*time.Second, "containerd to exit", func() (bool, error) {
-		return syscall.Kill(pid, 0) != nil, nil
-	})
+	must(t, stopDevContainerd())
 }
 
 func startContainerd(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command("../../hack/containerd.sh", "start")
-	out, err := cmd.CombinedOutput()
+	must(t, startDevContainerd())
+}
+
+// stopDevContainerd stops the dev containerd daemon (not its shims) and
+// waits up to 30 s for it to exit.
+func stopDevContainerd() error {
+	b, err := os.ReadFile(containerdPidFile)
 	if err != nil {
-		t.Fatalf("restarting containerd: %v\n%s", err, out)
+		return err
 	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("containerd pid file: %w", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping containerd: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+	}
+	return errors.New("containerd did not exit within 30s of SIGTERM")
+}
+
+func startDevContainerd() error {
+	out, err := exec.Command("../../hack/containerd.sh", "start").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("starting containerd: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// restartDevContainerd restarts the dev containerd daemon; its CRI plugin
+// then reads every task's real state from the shims again.
+func restartDevContainerd() error {
+	if err := stopDevContainerd(); err != nil {
+		return err
+	}
+	return startDevContainerd()
 }

@@ -14,6 +14,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -466,18 +467,45 @@ func (n *node) containersOf(uid string) []*runtimeapi.Container {
 	return containersIn(n.t, n.runtime(), uid)
 }
 
-// removeTestPods removes every sandbox a test made, whatever state it is in.
+// removeTestPods removes every sandbox a test made, whatever state it is
+// in. containerd 1.6 can lose a container's exit across a restart; its
+// CRI then waits forever to stop that container. A daemon restart makes
+// it read the task's real state, so one test's lost exit does not stall
+// every later test.
 func removeTestPods() {
-	ctx := context.Background()
+	err := removeTestSandboxes()
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "e2e: restarting the dev containerd: %v\n", err)
+	if err := restartDevContainerd(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return
+	}
+	if err := removeTestSandboxes(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: test sandboxes left on the dev containerd: %v\n", err)
+	}
+}
+
+func removeTestSandboxes() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	sbs, err := runtimeSvc.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
 		LabelSelector: map[string]string{testLabel: "true"}})
 	if err != nil {
-		return
+		return fmt.Errorf("listing sandboxes: %w", err)
 	}
+	var errs []error
 	for _, sb := range sbs {
-		_ = runtimeSvc.StopPodSandbox(ctx, sb.Id)
-		_ = runtimeSvc.RemovePodSandbox(ctx, sb.Id)
+		if err := runtimeSvc.StopPodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s: %w", sb.Id, err))
+			continue
+		}
+		if err := runtimeSvc.RemovePodSandbox(ctx, sb.Id); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.Id, err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // killContainerProcess kills a container's process from outside Skiff, as
