@@ -104,12 +104,7 @@ e2e: deps tools
 	go build -o bin/testreport ./hack/testreport
 	@if hack/skiff.sh running; then echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2; exit 1; fi
 	mkdir -p $(dir $(E2E_LOCK))
-	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) flock -o $(E2E_LOCK) bash -c '\
-		hack/containerd.sh start || exit; \
-		bin/testreport -deadline "$${SKIFF_TEST_DEADLINE:-0}" -times "$${SKIFF_TEST_TIMES:-}" -label "$$SKIFF_RUNTIME" -- \
-			go test -json -tags e2e -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 80m $(E2EFLAGS) -run "$$1" ./test/e2e/...; rc=$$?; \
-		if [[ $$SKIFF_RUNTIME != containerd ]]; then hack/containerd.sh stop; fi; \
-		exit $$rc' _ '$(RUN)'
+	SKIFF_CRI_ENDPOINT=$(CRI_ENDPOINT) E2E_PARALLEL=$(E2E_PARALLEL) E2EFLAGS='$(E2EFLAGS)' flock -o $(E2E_LOCK) hack/e2e.sh '$(RUN)'
 
 # Skiff vs the upstream kubelet (bench/cmd/skiffbench; results in
 # bench/results, one file per runtime), on each runtime of BENCH_RUNTIMES

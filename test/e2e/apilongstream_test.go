@@ -36,7 +36,9 @@ const (
 // followed log outliving the server's timeouts is shown by the server's
 // unit tests, with short timeouts.)
 func TestKubeletAPIIdleTimeoutAndLongStreams(t *testing.T) {
-	cn := sharedNode(t)
+	quietLong(t)
+	cn := newPrivateClusterNode(t)
+	cn.start()
 	web := busyboxPod("web", "mkdir -p /www && echo long-lived > /www/index.html && httpd -p 8080 -h /www && "+sleeper)
 	cn.createPod(t, web)
 	cn.waitPod(t, cn.ns, "web", 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })

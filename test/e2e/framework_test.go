@@ -76,7 +76,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stopShared()
 	stopCluster()
-	removeTestPods()
+	if !inLongGroup() { // the dev containerd is the main process's
+		removeTestPods()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -157,6 +159,7 @@ func (n *node) runtimeEndpoint() string {
 // Cleanup removes its pods. Its test runs alone (not in parallel).
 func newNode(t *testing.T) *node {
 	t.Helper()
+	checkGroup(t, true)
 	if sharedStarted.Load() {
 		t.Fatal("newNode in the parallel phase: a Skiff of its own would remove the shared node's pods as orphans; " +
 			"a test with its own Skiff must not call t.Parallel (or must use newPrivateNode)")

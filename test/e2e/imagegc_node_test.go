@@ -96,8 +96,9 @@ type diskNode struct {
 func newDiskNode(t *testing.T, sizeMiB int) *diskNode {
 	t.Helper()
 	t.Parallel()
+	checkGroup(t, false)
 	diskLeftovers.Do(func() { removeDiskLeftovers(t) })
-	id := privateSeq.Add(1) // a subnet apart from the private runtimes'
+	id := nextPrivateID(t) // a subnet apart from the private runtimes'
 	dn := &diskNode{
 		dir:    filepath.Join(diskDirs, fmt.Sprint(id)),
 		state:  filepath.Join(diskStates, fmt.Sprint(id)),
@@ -222,7 +223,7 @@ func (dn *diskNode) cleanupLeftovers(t *testing.T) {
 func removeDiskLeftovers(t *testing.T) {
 	entries, _ := os.ReadDir(diskDirs)
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || !ownLeftover(e.Name()) {
 			continue
 		}
 		dn := &diskNode{dir: filepath.Join(diskDirs, e.Name()), state: filepath.Join(diskStates, e.Name()), bridge: "skiffdk" + e.Name()}

@@ -55,10 +55,8 @@ var (
 func newPrivateRuntime(t *testing.T) *privateRuntime {
 	t.Helper()
 	privateCleanup.Do(func() { removePrivateLeftovers(t) })
-	n := privateSeq.Add(1)
-	if n > 100 {
-		t.Fatal("more than 100 private runtimes: their subnets would run out")
-	}
+	checkGroup(t, false)
+	n := nextPrivateID(t)
 	r := &privateRuntime{
 		id:         n,
 		dir:        filepath.Join(privateDir, fmt.Sprint(n)),
@@ -150,10 +148,19 @@ func (r *privateRuntime) importImages(t *testing.T) {
 	imagesOnce.Do(func() {
 		imagesTar = filepath.Join(privateDir, fmt.Sprintf("images-%d.tar", os.Getpid()))
 		dev := strings.TrimPrefix(criEndpoint, "unix://")
-		out, err := exec.Command(ctrBin(t), "--address", dev, "-n", "k8s.io", "images", "export", imagesTar,
-			"registry.k8s.io/pause:3.10", busybox, "skiff.local/grpchealth:1").CombinedOutput()
-		if err != nil {
+		// The other test process's serial tests may be restarting the
+		// dev containerd: retry for a while.
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(2 * time.Second) {
+			out, err := exec.Command(ctrBin(t), "--address", dev, "-n", "k8s.io", "images", "export", imagesTar,
+				"registry.k8s.io/pause:3.10", busybox, "skiff.local/grpchealth:1").CombinedOutput()
+			if err == nil {
+				imagesErr = nil
+				break
+			}
 			imagesErr = fmt.Errorf("ctr images export: %v\n%s", err, out)
+			if time.Now().After(deadline) {
+				break
+			}
 		}
 	})
 	must(t, imagesErr)
@@ -225,8 +232,20 @@ func removePrivate(t *testing.T, dir, state, sock, bridge string) {
 func removePrivateLeftovers(t *testing.T) {
 	entries, _ := os.ReadDir(privateState)
 	for _, e := range entries {
+		if !ownLeftover(e.Name()) {
+			continue
+		}
 		state := filepath.Join(privateState, e.Name())
 		removePrivate(t, filepath.Join(privateDir, e.Name()), state, filepath.Join(state, "containerd.sock"), "skiffrt"+e.Name())
 	}
-	_ = os.RemoveAll(privateDir)
+	entries, _ = os.ReadDir(privateDir)
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "images-%d.tar", &pid); err == nil && syscall.Kill(pid, 0) != nil {
+			_ = os.Remove(filepath.Join(privateDir, e.Name()))
+		}
+		if ownLeftover(e.Name()) {
+			_ = os.RemoveAll(filepath.Join(privateDir, e.Name()))
+		}
+	}
 }

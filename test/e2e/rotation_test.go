@@ -31,6 +31,7 @@ const rotationSigningDuration = 3 * time.Minute
 // node stays Ready with its Lease renewing after the first certificate
 // has expired: Skiff's connections present the new one.
 func TestClientCertificateRotation(t *testing.T) {
+	quietLong(t)
 	n := newPrivateNode(t) // its own runtime and control plane: in parallel
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

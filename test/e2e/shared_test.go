@@ -36,6 +36,7 @@ var (
 // assert node-wide figures other tests move.
 func sharedNode(t *testing.T) *clusterNode {
 	t.Helper()
+	checkGroup(t, true)
 	t.Parallel()
 	c := getCluster(t)
 	sharedOnce.Do(func() {

@@ -46,6 +46,7 @@ const (
 // apiserver accepts for the pod's service account, bound to the pod.
 // It takes about 80 % of 600 s plus up to a minute.
 func TestProjectedServiceAccountTokenRotation(t *testing.T) {
+	quietLong(t)
 	cn := newPrivateClusterNode(t)
 	f, err := os.OpenFile(cn.config, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)

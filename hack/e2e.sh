@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the end-to-end tests for `make e2e`, inside its lock, on the dev
+# containerd of SKIFF_RUNTIME's version. $1 selects tests as go test's -run
+# does. Without it the whole suite runs, as two go test processes side by
+# side: the long quiet tests (those that open with quietLong(t); see
+# test/e2e/group_test.go) in one, everything else in the other, so that
+# the long tests' minutes of waiting overlap the serial tests instead of
+# closing the run.
+#
+# Environment: E2E_PARALLEL (go test -parallel), E2EFLAGS (more go test
+# flags), SKIFF_TEST_DEADLINE and SKIFF_TEST_TIMES (bin/testreport's
+# -deadline and -times).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+run=${1:-}
+runtime=${SKIFF_RUNTIME:-containerd}
+report=(bin/testreport -deadline "${SKIFF_TEST_DEADLINE:-0}" -times "${SKIFF_TEST_TIMES:-}" -label "$runtime" --)
+# shellcheck disable=SC2206 # E2EFLAGS is a list of flags
+gotest=(go test -json -tags e2e -count=1 -p 1 -parallel "${E2E_PARALLEL:-8}" -timeout 80m ${E2EFLAGS:-})
+
+# longTests prints the long quiet tests as a -run pattern.
+longTests() {
+	awk '/^func Test[A-Za-z0-9_]*\(t \*testing\.T\) \{$/ { name = substr($2, 1, index($2, "(") - 1); next }
+		/^\tquietLong\(t\)$/ { print name }' test/e2e/*_test.go | paste -sd'|'
+}
+
+hack/containerd.sh start || exit
+if [[ -n $run ]]; then
+	"${report[@]}" "${gotest[@]}" -run "$run" ./test/e2e/...
+	rc=$?
+else
+	long=$(longTests)
+	longLog=$(mktemp)
+	SKIFF_E2E_GROUP=long "${report[@]}" "${gotest[@]}" -run "^($long)\$" ./test/e2e >"$longLog" 2>&1 &
+	longPid=$!
+	"${report[@]}" "${gotest[@]}" -skip "^($long)\$" ./test/e2e/...
+	rc=$?
+	wait "$longPid"
+	longRC=$?
+	echo "=== the long quiet tests, run beside the others: $long"
+	cat "$longLog"
+	rm -f "$longLog"
+	((rc == 0)) && rc=$longRC
+fi
+# The dev containerd rests on the default version (see the Makefile).
+if [[ $runtime != containerd ]]; then hack/containerd.sh stop; fi
+exit "$rc"
