@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 )
@@ -18,11 +20,22 @@ func TestGoMemoryLines(t *testing.T) {
 }
 
 // keepProfile copies a profile and writes pprof's top of it with the
-// given arguments (here a committed heap profile of a 100-pod run).
+// given arguments (here the test's own heap profile).
 func TestKeepProfile(t *testing.T) {
 	dir := t.TempDir()
 	dst, txt := filepath.Join(dir, "x.heap.pprof"), filepath.Join(dir, "x.heap.txt")
-	src := "../../results/2026-11-26T0621Z-vm-containerd-2.4.2-skiff.heap.pprof"
+	src := filepath.Join(dir, "src.heap.pprof")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := keepProfile(src, dst, txt, "-sample_index=inuse_space"); err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,8 @@ func runNotes(runs ...[]*workloadResult) string {
 	return strings.Join(notes, "; ")
 }
 
-// write prints the table and writes <out>/<date>-<host>.{json,md}.
+// write prints the table and writes <out>/<date>-<host>.{json,md} and
+// the raw samples, compressed, to <out>/<date>-<host>.samples.json.gz.
 func (r *results) write(outDir string, stdout io.Writer) error {
 	r.Machine.LoadEnd = loadAverage()
 	r.computeRows()
@@ -247,17 +248,20 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 		return err
 	}
 	base := filepath.Join(outDir, time.Now().UTC().Format("2006-01-02T1504Z")+"-"+r.Machine.Hostname+runtimeSuffix(r.Machine.Runtime))
-	js, err := json.MarshalIndent(r, "", "  ")
+	if err := writeSamples(base+".samples.json.gz", r); err != nil {
+		return err
+	}
+	js, err := json.Marshal(r.summary())
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(base+".json", js, 0o644); err != nil {
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nwritten: %s.json, %s.md\n", base, base)
+	fmt.Fprintf(stdout, "\nwritten: %s.json, %s.md, %s.samples.json.gz\n", base, base, base)
 	if len(r.profiles) > 0 {
 		r.saveProfile(r.profiles[len(r.profiles)-1], base, stdout)
 	}

@@ -17,9 +17,11 @@ type workloadResult struct {
 	NotComparable string `json:"notComparable,omitempty"`
 	// Per pod, seconds: create request → Running / Ready seen through the
 	// watch, delete request → object gone.
-	Running []float64 `json:"running"`
-	Ready   []float64 `json:"ready"`
-	Delete  []float64 `json:"delete"`
+	// These and the other per-sample fields go to the run's samples file;
+	// its summary JSON leaves them out (see write).
+	Running []float64 `json:"running,omitempty"`
+	Ready   []float64 `json:"ready,omitempty"`
+	Delete  []float64 `json:"delete,omitempty"`
 	// Makespans, seconds: first create → last Ready; first delete → last
 	// gone. The churn loop has one makespan: the whole loop.
 	ReadyMakespan  float64 `json:"readyMakespan"`
