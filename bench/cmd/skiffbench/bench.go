@@ -110,7 +110,22 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
-	return b.results.write(o.outDir, os.Stdout)
+	if err := b.results.write(o.outDir, os.Stdout); err != nil {
+		return err
+	}
+	return b.checkBudget()
+}
+
+// checkBudget judges Skiff's memory against -memory-budget, if given.
+func (b *bench) checkBudget() error {
+	if b.o.budget == "" {
+		return nil
+	}
+	m, err := readBudget(b.o.budget)
+	if err != nil {
+		return err
+	}
+	return b.results.checkBudget(m, b.results.base+"-skiff.heap.txt", os.Stdout)
 }
 
 // roundOrder alternates which kubelet goes first from round to round; the

@@ -34,6 +34,7 @@ type options struct {
 	cri           string
 	outDir        string
 	note          string
+	budget        string
 	profile       bool
 	heapProfile   bool
 	importCost    bool
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.kubeletBin, "kubelet", "_output/bin/kubelet", "the upstream kubelet binary")
 	flag.StringVar(&o.cri, "cri", "unix:///run/skiff-dev/containerd.sock", "CRI endpoint of the (shared) dev containerd")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON and Markdown results")
+	flag.StringVar(&o.budget, "memory-budget", "bench/memory-budget.json", "fail when Skiff's idle RSS or its steady RSS with the large batch Ready is over this file's figures by more than its slack (empty: no check)")
 	flag.StringVar(&o.note, "note", "", "a note written into the results (e.g. what else ran on the machine)")
 	flag.BoolVar(&o.profile, "profile", true, "write a CPU profile of every Skiff run next to the results (skiff --cpu-profile)")
 	flag.BoolVar(&o.heapProfile, "heap-profile", true, "fetch each kubelet's heap profile through the apiserver's node proxy at the end of the large batch's hold (workload b), and keep the last with the results")

@@ -27,6 +27,7 @@ type results struct {
 	heaps     map[string]string // kubelet kind: its last heap profile
 	skiffBin  string
 	order     []string // workloads in run order
+	base      string   // the files' path without suffix, once written
 }
 
 type machine struct {
@@ -248,6 +249,7 @@ func (r *results) write(outDir string, stdout io.Writer) error {
 		return err
 	}
 	base := filepath.Join(outDir, time.Now().UTC().Format("2006-01-02T1504Z")+"-"+r.Machine.Hostname+runtimeSuffix(r.Machine.Runtime))
+	r.base = base
 	if err := writeSamples(base+".samples.json.gz", r); err != nil {
 		return err
 	}
