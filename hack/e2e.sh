@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the end-to-end tests for `make e2e`, inside its lock, on the dev
 # containerd of SKIFF_RUNTIME's version. $1 selects tests as go test's -run
-# does. Without it the whole suite runs, as two go test processes side by
-# side: the long quiet tests (those that open with quietLong(t); see
-# test/e2e/group_test.go) in one, everything else in the other, so that
-# the long tests' minutes of waiting overlap the serial tests instead of
-# closing the run.
+# does. Without it (or with ".", make's default) the whole suite runs, as
+# two go test processes side by side: the long quiet tests (those that
+# open with quietLong(t); see test/e2e/group_test.go) in one, everything
+# else in the other, so that the long tests' minutes of waiting overlap
+# the serial tests instead of closing the run.
 #
 # Environment: E2E_PARALLEL (go test -parallel), E2EFLAGS (more go test
 # flags), SKIFF_TEST_DEADLINE and SKIFF_TEST_TIMES (bin/testreport's
@@ -14,6 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 run=${1:-}
+[[ $run == . ]] && run=
 runtime=${SKIFF_RUNTIME:-containerd}
 report=(bin/testreport -deadline "${SKIFF_TEST_DEADLINE:-0}" -times "${SKIFF_TEST_TIMES:-}" -label "$runtime" --)
 # shellcheck disable=SC2206 # E2EFLAGS is a list of flags
