@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,7 +35,14 @@ func (k *Kubelet) newShutdown() (*shutdown.Manager, error) {
 	if fg.Enabled(gateGracefulNodeShutdown) {
 		groups = shutdown.Groups(kc, fg.Enabled(gateShutdownByPodPriority))
 	}
+	// Upstream keeps the state file and the metrics only with the gate
+	// of shutdown by priority.
+	statePath, times := "", func(time.Time, time.Time) {}
+	if fg.Enabled(gateShutdownByPodPriority) {
+		statePath, times = filepath.Join(k.cfg.RootDir, shutdown.StateFile), k.cfg.Metrics.Shutdown.Set
+	}
 	return shutdown.New(shutdown.Config{
+		StatePath: statePath, Times: times,
 		Groups:      groups,
 		Fields:      shutdownFields(kc),
 		Pods:        k.activePods,

@@ -78,7 +78,14 @@ type Config struct {
 	NodeRef     *v1.ObjectReference
 	// LogindConfDir is where logind's drop-in goes; LogindConfDir when "".
 	LogindConfDir string
-	Clock         clock.Clock
+	// StatePath is where the last shutdown's start and end times are kept
+	// (upstream's StateFile under the root directory); "": nowhere.
+	StatePath string
+	// Times receives the last shutdown's start and end (zero while it
+	// runs) when Run starts and as a shutdown starts and ends; the
+	// metrics' setter.
+	Times func(start, end time.Time)
+	Clock clock.Clock
 }
 
 // Manager is the node shutdown manager.
@@ -129,6 +136,9 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	klog.InfoS("Starting the node shutdown manager", "groups", m.cfg.Groups, "budget", Budget(m.cfg.Groups))
 	s, err := m.start(ctx)
+	if err == nil {
+		m.recordLast()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			klog.InfoS("Warning: graceful node shutdown is unavailable: logind cannot be reached over D-Bus, so these fields have no effect",
@@ -253,8 +263,10 @@ func (m *Manager) handle(ctx context.Context, s *session, active bool) {
 		return
 	}
 	m.event("Shutdown manager detected shutdown event")
+	start := m.recordStart()
 	var stragglers sync.WaitGroup
 	m.stopPods(ctx, &stragglers)
+	m.recordEnd(start)
 	s.release()
 	klog.InfoS("Shutdown manager completed processing shutdown event, node will shutdown shortly")
 	stragglers.Wait()

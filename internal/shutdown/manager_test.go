@@ -150,13 +150,22 @@ func TestShutdownStopsGroupsInOrderWithinBudgets(t *testing.T) {
 	}
 	var nodeChanges sync.WaitGroup
 	nodeChanges.Add(1)
+	statePath := filepath.Join(t.TempDir(), StateFile)
+	var times []state
+	var timesMu sync.Mutex
 	m := New(Config{
 		Groups:  []Group{{0, 5}, {100, 7}, {1000, 9}},
 		Connect: func(context.Context) (Logind, error) { return lg, nil },
 		Pods:    func() []*v1.Pod { return pods },
 		Kill:    k.kill, NodeChanged: nodeChanges.Done,
-		LogindConfDir: lg.dir, Clock: clk,
+		LogindConfDir: lg.dir, Clock: clk, StatePath: statePath,
+		Times: func(start, end time.Time) {
+			timesMu.Lock()
+			times = append(times, state{start, end})
+			timesMu.Unlock()
+		},
 	})
+	t0 := clk.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
@@ -193,6 +202,42 @@ func TestShutdownStopsGroupsInOrderWithinBudgets(t *testing.T) {
 	}
 	if lg.reloads != 0 {
 		t.Errorf("logind reloaded %d times though its delay covered the budget", lg.reloads)
+	}
+	// The shutdown's times: in the state file, and handed to the metrics
+	// (none yet at start, the start, then both).
+	want := state{StartTime: t0, EndTime: t0.Add(7 * time.Second)}
+	if got, err := loadState(statePath); err != nil || !got.StartTime.Equal(want.StartTime) || !got.EndTime.Equal(want.EndTime) {
+		t.Errorf("state file = %+v, %v; want %+v", got, err, want)
+	}
+	timesMu.Lock()
+	defer timesMu.Unlock()
+	if len(times) != 3 || !times[0].StartTime.IsZero() || !times[1].StartTime.Equal(t0) || !times[1].EndTime.IsZero() ||
+		!times[2].StartTime.Equal(want.StartTime) || !times[2].EndTime.Equal(want.EndTime) {
+		t.Errorf("times = %+v, want none, the start, then %+v", times, want)
+	}
+}
+
+func TestLastShutdownTimesAtStart(t *testing.T) {
+	statePath := filepath.Join(t.TempDir(), StateFile)
+	last := state{StartTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), EndTime: time.Date(2026, 1, 2, 3, 4, 25, 0, time.UTC)}
+	if err := storeState(statePath, last); err != nil {
+		t.Fatal(err)
+	}
+	lg := &fakeLogind{dir: t.TempDir(), events: make(chan bool), delay: time.Minute}
+	got := make(chan state, 1)
+	m := New(Config{
+		Groups:  []Group{{0, 5}},
+		Connect: func(context.Context) (Logind, error) { return lg, nil },
+		Pods:    func() []*v1.Pod { return nil }, Kill: func(context.Context, *v1.Pod, int64) error { return nil },
+		StatePath: statePath, Times: func(start, end time.Time) { got <- state{start, end} },
+		Clock: testclock.NewFakeClock(time.Now()),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if s := <-got; !s.StartTime.Equal(last.StartTime) || !s.EndTime.Equal(last.EndTime) {
+		t.Errorf("times at start = %+v, want the last shutdown's %+v", s, last)
 	}
 }
 
