@@ -335,6 +335,56 @@ func TestShortInhibitDelayIsRaisedByDropIn(t *testing.T) {
 	}
 }
 
+func TestNoLogindGivesUp(t *testing.T) {
+	tries := 0
+	m := New(Config{
+		Groups:  []Group{{0, 5}},
+		Connect: func(context.Context) (Logind, error) { tries++; return nil, errors.New("no system bus") },
+		Pods:    func() []*v1.Pod { return nil }, Kill: func(context.Context, *v1.Pod, int64) error { return nil },
+		Clock: testclock.NewFakeClock(time.Now()),
+	})
+	m.Run(context.Background()) // returns: as upstream, no retry when logind was never reached
+	if tries != 1 || m.Status() != nil {
+		t.Errorf("tries = %d, Status = %v; want 1 and nil", tries, m.Status())
+	}
+}
+
+// A bus connection lost after start is made again, with a new lock.
+func TestLostBusReconnects(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Now())
+	first := &fakeLogind{events: make(chan bool), delay: time.Minute}
+	second := &fakeLogind{events: make(chan bool), delay: time.Minute}
+	var mu sync.Mutex
+	buses := []*fakeLogind{first, second}
+	m := New(Config{
+		Groups: []Group{{0, 5}},
+		Connect: func(context.Context) (Logind, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(buses) == 0 {
+				return nil, errors.New("no more")
+			}
+			b := buses[0]
+			buses = buses[1:]
+			return b, nil
+		},
+		Pods: func() []*v1.Pod { return nil }, Kill: func(context.Context, *v1.Pod, int64) error { return nil },
+		Clock: clk,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "the first lock", func() bool { h, _ := first.heldLocks(); return h == 1 })
+	close(first.events) // the connection ended
+	waitUntil(t, "the wait before reconnecting", clk.HasWaiters)
+	if h, _ := first.heldLocks(); h != 0 {
+		t.Errorf("the lock of the lost connection is still held")
+	}
+	clk.Step(reconnectPeriod)
+	waitUntil(t, "a lock on the new connection", func() bool { h, _ := second.heldLocks(); return h == 1 })
+}
+
 func TestNoGroupsNoLogind(t *testing.T) {
 	connected := false
 	m := New(Config{Connect: func(context.Context) (Logind, error) { connected = true; return nil, errors.New("no") }})
