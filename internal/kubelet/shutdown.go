@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/skiff-sh/skiff/internal/config"
@@ -34,6 +35,8 @@ func (k *Kubelet) newShutdown() (*shutdown.Manager, error) {
 	var groups []shutdown.Group
 	if fg.Enabled(gateGracefulNodeShutdown) {
 		groups = shutdown.Groups(kc, fg.Enabled(gateShutdownByPodPriority))
+	} else if fields := shutdownFields(kc); len(fields) > 0 {
+		klog.InfoS("Warning: the GracefulNodeShutdown feature gate is off, so these fields have no effect", "fields", fields)
 	}
 	// Upstream keeps the state file and the metrics only with the gate
 	// of shutdown by priority.
