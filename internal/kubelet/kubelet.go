@@ -63,6 +63,9 @@ type Deps struct {
 	Heartbeat, Reviews, Events kube.Interface
 	// Creds renews Client's certificate; nil when nothing rotates.
 	Creds *certs.Client
+	// Logind reaches systemd-logind for graceful node shutdown; nil:
+	// through the system bus (shutdown.ConnectLogind).
+	Logind func(ctx context.Context) (shutdown.Logind, error)
 	// Clock times PLEG, the pod workers, the prober, status reports, the
 	// runtime manager, eviction, image GC and start-up tracking; nil: the
 	// real one.
@@ -162,7 +165,7 @@ func New(d Deps) (*Kubelet, error) {
 	if err := k.newCluster(d); err != nil {
 		return nil, err
 	}
-	if k.shutdown, err = k.newShutdown(); err != nil {
+	if k.shutdown, err = k.newShutdown(d.Logind); err != nil {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)

@@ -26,7 +26,7 @@ const (
 
 // newShutdown builds the graceful node shutdown manager from the config;
 // without a shutdown grace period it does nothing.
-func (k *Kubelet) newShutdown() (*shutdown.Manager, error) {
+func (k *Kubelet) newShutdown(logind func(context.Context) (shutdown.Logind, error)) (*shutdown.Manager, error) {
 	kc := k.cfg.Kubelet
 	fg, err := config.FeatureGate(kc.FeatureGates)
 	if err != nil {
@@ -45,7 +45,7 @@ func (k *Kubelet) newShutdown() (*shutdown.Manager, error) {
 		statePath, times = filepath.Join(k.cfg.RootDir, shutdown.StateFile), k.cfg.Metrics.Shutdown.Set
 	}
 	return shutdown.New(shutdown.Config{
-		StatePath: statePath, Times: times,
+		Connect: logind, StatePath: statePath, Times: times,
 		Groups:      groups,
 		Fields:      shutdownFields(kc),
 		Pods:        k.activePods,
