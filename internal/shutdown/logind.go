@@ -45,15 +45,22 @@ type Logind interface {
 	Close() error
 }
 
+// checkTimeout bounds the first call to logind, which tells whether it is
+// there at all.
+const checkTimeout = 10 * time.Second
+
 // ConnectLogind connects to the system bus (DBUS_SYSTEM_BUS_ADDRESS, or
-// the standard socket) and checks that logind answers there.
+// the standard socket) and checks that logind answers there. The
+// connection closes when ctx ends.
 func ConnectLogind(ctx context.Context) (Logind, error) {
 	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("connect to the system bus: %w", err)
 	}
 	b := &busLogind{conn: conn}
-	if _, err := b.InhibitDelayMax(ctx); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	if _, err := b.InhibitDelayMax(cctx); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
