@@ -2,12 +2,13 @@
 # Installs what Skiff's development and test environment needs on Debian 12:
 # containerd + runc (the CRI runtime), the CNI plugins (in /usr/lib/cni),
 # static busybox (the base of the local test images), iptables and iproute2
-# (used by the bridge/portmap plugins and by tests), and systemd (the e2e test
-# of the systemd cgroup driver boots one in its own namespaces). Idempotent: apt is only
+# (used by the bridge/portmap plugins and by tests), systemd (the e2e test
+# of the systemd cgroup driver boots one in its own namespaces) and dbus (the
+# graceful shutdown tests run a private system bus). Idempotent: apt is only
 # called for packages that are missing, so a second run is instant and offline.
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins busybox-static iptables iproute2 systemd)
+packages=(containerd runc containernetworking-plugins busybox-static iptables iproute2 systemd dbus)
 
 missing=()
 for p in "${packages[@]}"; do

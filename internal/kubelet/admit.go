@@ -11,12 +11,14 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/podstatus"
 	"github.com/skiff-sh/skiff/internal/podworker"
+	"github.com/skiff-sh/skiff/internal/shutdown"
 )
 
 // admit decides whether a new pod may run here. A pod already finished is
 // not judged again, as upstream. Every other pod must pass the node-local
 // checks (sysctls, AppArmor, host ports) and, unless the runtime already
-// runs it, the node-pressure checks; apiserver pods must also fit the
+// runs it, the node-pressure checks; while the node shuts down every pod
+// is refused, as upstream; apiserver pods must also fit the
 // Node. A rejected pod is Failed with the reason and never started; an
 // apiserver pod that arrives before the Node is known waits.
 func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
@@ -30,6 +32,10 @@ func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 	}
 	if r := admission.Pressure(k.pressureConditions(), p); !r.Admit && !k.adopted(ctx, p) {
 		k.reject(p, r)
+		return false
+	}
+	if k.shutdown.Status() != nil { // static pods too, as upstream
+		k.reject(p, admission.Result{Reason: shutdown.NotAdmittedReason, Message: shutdown.NotAdmittedMessage})
 		return false
 	}
 	node, cluster := k.cluster.node()

@@ -61,6 +61,8 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		// PLEG's health is part of the node's readiness, as upstream.
 		HealthChecks: []nodestatus.HealthCheck{{Name: "PLEG", Check: func() error { return k.pleg.Healthy() }}},
 		Pressure:     k.pressureConditions,
+		// A node shutting down is not Ready, as upstream.
+		NotReady: func() error { return k.shutdown.Status() },
 	})
 	if err != nil {
 		return nil, err
@@ -88,6 +90,8 @@ func (c *apiCluster) standalone() bool  { return false }
 func (c *apiCluster) sources() []string { return []string{podsource.APIServer} }
 
 func (c *apiCluster) node() (*v1.Node, bool) { return c.nodes.Node(), true }
+
+func (c *apiCluster) syncNodeStatus() { c.nodes.SyncNow() }
 
 // env reads ConfigMaps and Secrets by GET (the Node authorizer allows
 // those of bound pods) and Services from an informer.

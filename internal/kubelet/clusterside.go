@@ -34,6 +34,8 @@ type cluster interface {
 	// serverAuth completes the kubelet API's authentication and TLS;
 	// tlsBootstrap asks for a serving certificate from a CSR.
 	serverAuth(ac *server.AuthConfig, tc *server.TLSConfig, tlsBootstrap bool) error
+	// syncNodeStatus asks for the Node's status to be posted at once.
+	syncNodeStatus()
 	// run starts what the cluster side runs: credentials, the Node and its
 	// Lease, the apiserver pod source feeding updates, status reports.
 	run(ctx context.Context, spawn func(func(context.Context)), updates chan<- podsource.Update) error
@@ -47,6 +49,7 @@ func (noCluster) sources() []string                            { return nil }
 func (noCluster) node() (*v1.Node, bool)                       { return nil, false }
 func (noCluster) syncMirrorPod(context.Context, *v1.Pod) error { return nil }
 func (noCluster) deleteMirrorPods(context.Context, []*v1.Pod)  {}
+func (noCluster) syncNodeStatus()                              {}
 func (noCluster) pullSecrets() func(context.Context, *v1.Pod) []v1.Secret {
 	return nil
 }

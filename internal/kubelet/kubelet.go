@@ -37,6 +37,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/podworker"
 	"github.com/skiff-sh/skiff/internal/prober"
+	"github.com/skiff-sh/skiff/internal/shutdown"
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
@@ -62,6 +63,9 @@ type Deps struct {
 	Heartbeat, Reviews, Events kube.Interface
 	// Creds renews Client's certificate; nil when nothing rotates.
 	Creds *certs.Client
+	// Logind reaches systemd-logind for graceful node shutdown; nil:
+	// through the system bus (shutdown.ConnectLogind).
+	Logind func(ctx context.Context) (shutdown.Logind, error)
 	// Clock times PLEG, the pod workers, the prober, status reports, the
 	// runtime manager, eviction, image GC and start-up tracking; nil: the
 	// real one.
@@ -127,6 +131,7 @@ type Kubelet struct {
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
 	eviction evictionManagers
+	shutdown *shutdown.Manager // graceful node shutdown
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -158,6 +163,9 @@ func New(d Deps) (*Kubelet, error) {
 		k.logsDir = defaultPodLogsDir
 	}
 	if err := k.newCluster(d); err != nil {
+		return nil, err
+	}
+	if k.shutdown, err = k.newShutdown(d.Logind); err != nil {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
@@ -254,6 +262,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	spawn(k.stats.Run)
 	spawn(k.runEviction)
 	spawn(k.runLogRotation)
+	spawn(k.shutdown.Run)
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/shutdown"
 )
 
 // The whole kubelet, in-process: New and Run over k8s.io/cri-api's fake
@@ -81,6 +82,8 @@ type machine struct {
 	// tune, when set, changes the configuration of the Kubelets started
 	// after it is set.
 	tune func(*kubeletconfig.KubeletConfiguration)
+	// logind, when set, is the Kubelets' logind (Deps.Logind).
+	logind func(context.Context) (shutdown.Logind, error)
 }
 
 func newMachine(t *testing.T) *machine {
@@ -146,7 +149,7 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 	k, err := New(Deps{
 		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet")},
 		CRI:    &cri.Client{Runtime: m.rt, Images: m.images, RuntimeName: "fake", RuntimeVersion: "0.1.0"},
-		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"}, Clock: m.clock,
+		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"}, Clock: m.clock, Logind: m.logind,
 	})
 	if err != nil {
 		m.t.Fatalf("New: %v", err)

@@ -35,6 +35,7 @@ type Registry struct {
 	Runtime           RuntimeMetrics
 	// Evictions counts evictions by signal (kubelet_evictions).
 	Evictions *prometheus.CounterVec
+	Shutdown  ShutdownMetrics
 
 	http   httpMetrics
 	prober proberMetrics
@@ -66,6 +67,7 @@ func New() *Registry {
 	r.metrics.MustRegister(r.PLEG.init()...)
 	r.metrics.MustRegister(r.Runtime.init()...)
 	r.metrics.MustRegister(r.http.init()...)
+	r.metrics.MustRegister(r.Shutdown.init()...)
 	r.probes.MustRegister(r.prober.init()...)
 	return r
 }

@@ -93,6 +93,10 @@ type Config struct {
 	// Pressure returns the pressure conditions that hold now (the eviction
 	// manager's); none when nil.
 	Pressure func() []v1.NodeConditionType
+	// NotReady is a further reason for the node not to be Ready, after
+	// the runtime's (upstream's node shutdown manager's status); nil when
+	// there is none.
+	NotReady func() error
 	// OnRepeatedHeartbeatFailure is called when status or lease updates
 	// fail repeatedly; upstream closes the client's connections there so
 	// that a dead TCP connection is not reused.
@@ -123,6 +127,9 @@ type Controller struct {
 	lastReport  time.Time
 	podCIDR     string // last pod CIDR the runtime accepted
 	readyPosted bool
+
+	// syncNow asks the status loop for a full update at once (SyncNow).
+	syncNow chan struct{}
 }
 
 // New checks the configuration and reads the machine's capacity.
@@ -167,6 +174,7 @@ func New(cfg Config) (*Controller, error) {
 		nodeRef:    &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)},
 		rootFS:     func() (int64, error) { return filesystemBytes(cfg.RootDir) },
 		leaseRenew: time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second / 4,
+		syncNow:    make(chan struct{}, 1),
 	}
 	c.addresses = func(ctx context.Context) ([]v1.NodeAddress, error) {
 		return nodeAddresses(ctx, c.nodeIPs, cfg.NodeName)
@@ -192,6 +200,16 @@ func (c *Controller) Node() *v1.Node {
 		return nil
 	}
 	return latest.DeepCopy()
+}
+
+// SyncNow asks for the status to be computed and posted at once, as
+// upstream's shutdown manager does when the node starts shutting down;
+// it does not wait.
+func (c *Controller) SyncNow() {
+	select {
+	case c.syncNow <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // Allocatable returns the node's allocatable resources as last computed.

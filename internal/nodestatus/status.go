@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -49,7 +50,11 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	for _, p := range pressures {
 		setPressure(node, p, slices.Contains(under, p.typ), now, event)
 	}
-	ready := setReady(node, c.runtime.errors(), requiredCapacity(ptr.Deref(c.kc.LocalStorageCapacityIsolation, true)), now, event)
+	notReady := c.runtime.errors()
+	if c.cfg.NotReady != nil {
+		notReady = utilerrors.NewAggregate([]error{notReady, c.cfg.NotReady()})
+	}
+	ready := setReady(node, notReady, requiredCapacity(ptr.Deref(c.kc.LocalStorageCapacityIsolation, true)), now, event)
 	if ready.Status != v1.ConditionTrue && ready.LastTransitionTime.Equal(&now) {
 		klog.FromContext(ctx).Info("Node became not ready", "node", klog.KObj(node), "condition", ready)
 	}

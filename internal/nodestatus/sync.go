@@ -47,9 +47,28 @@ func (c *Controller) statusLoop(ctx context.Context) {
 		if !c.isReadyPosted() && c.clock.Since(start) < fastStatusWindow {
 			wake = min(wake, fastStatusPeriod)
 		}
-		if !c.sleep(ctx, wake) {
+		woken, asked := c.sleepOrSync(ctx, wake)
+		if !woken {
 			return
 		}
+		if asked {
+			next = time.Time{} // due now
+		}
+	}
+}
+
+// sleepOrSync waits d, or until SyncNow asks for an update (asked); woken
+// is false if ctx ended first.
+func (c *Controller) sleepOrSync(ctx context.Context, d time.Duration) (woken, asked bool) {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-t.C():
+		return true, false
+	case <-c.syncNow:
+		return true, true
 	}
 }
 

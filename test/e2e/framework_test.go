@@ -97,6 +97,7 @@ type node struct {
 	apiPort, healthzPort int
 	logPath              string
 	args                 []string // extra flags for every start
+	env                  []string // extra environment (KEY=value) for every start
 	cmd                  *exec.Cmd
 	exited               chan struct{}
 	// shared marks a test's view of the shared node (shared_test.go),
@@ -279,6 +280,7 @@ func (n *node) launch(extraArgs ...string) error {
 		"--v", "2",
 	}, append(n.args, extraArgs...)...)
 	n.cmd = exec.Command(skiffBin, args...)
+	n.cmd.Env = append(os.Environ(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	// A test run that is killed takes its Skiff with it: a stray one would
 	// remove the next run's pods as orphans.

@@ -1,0 +1,106 @@
+package shutdown
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// StateFile is the name, under the root directory, of the file upstream
+// keeps the last shutdown's start and end in.
+const StateFile = "graceful_node_shutdown_state"
+
+// state is that file's content, in upstream's format.
+type state struct {
+	StartTime time.Time `json:"startTime"`
+	EndTime   time.Time `json:"endTime"`
+}
+
+// loadState reads the state file; the zero state when there is none.
+func loadState(path string) (state, error) {
+	var s state
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// storeState replaces the state file whole: a crash mid-write leaves the
+// previous one.
+func storeState(path string, s state) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// recordStart and recordEnd keep the shutdown's times in the state file
+// and hand them to Config.Times, as upstream; failures are logged.
+func (m *Manager) recordStart() time.Time {
+	start := m.cfg.Clock.Now()
+	m.record(state{StartTime: start})
+	return start
+}
+
+func (m *Manager) recordEnd(start time.Time) {
+	m.record(state{StartTime: start, EndTime: m.cfg.Clock.Now()})
+}
+
+func (m *Manager) record(s state) {
+	if m.cfg.StatePath == "" {
+		return
+	}
+	if err := storeState(m.cfg.StatePath, s); err != nil {
+		klog.ErrorS(err, "Failed to store graceful shutdown state")
+	}
+	if m.cfg.Times != nil {
+		m.cfg.Times(s.StartTime, s.EndTime)
+	}
+}
+
+// recordLast hands the last shutdown's times, if any, to Config.Times.
+func (m *Manager) recordLast() {
+	if m.cfg.StatePath == "" || m.cfg.Times == nil {
+		return
+	}
+	s, err := loadState(m.cfg.StatePath)
+	if err != nil {
+		klog.ErrorS(err, "Failed to load graceful shutdown state")
+		return
+	}
+	m.cfg.Times(s.StartTime, s.EndTime)
+}
