@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	compbase "k8s.io/component-base/metrics"
 )
 
 const subsystem = "kubelet"
@@ -25,8 +26,8 @@ var (
 // Registry is one kubelet's metrics: what /metrics and /metrics/probes
 // serve. The exported collectors are recorded into directly.
 type Registry struct {
-	metrics *prometheus.Registry // /metrics
-	probes  *prometheus.Registry // /metrics/probes, apart as upstream keeps it
+	metrics *prometheus.Registry  // /metrics
+	probes  compbase.KubeRegistry // /metrics/probes, apart as upstream keeps it
 
 	NodeName          *prometheus.GaugeVec
 	PodWorkerDuration *prometheus.HistogramVec
@@ -43,7 +44,7 @@ type Registry struct {
 // New returns a Registry with every metric registered, the Go runtime and
 // process collectors included.
 func New() *Registry {
-	r := &Registry{metrics: prometheus.NewRegistry(), probes: prometheus.NewRegistry()}
+	r := &Registry{metrics: prometheus.NewRegistry(), probes: compbase.NewKubeRegistry()}
 	r.NodeName = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Subsystem: subsystem, Name: "node_name",
 		Help: "The node's name. The count is always 1.",
@@ -77,7 +78,7 @@ func (r *Registry) Handler() http.Handler {
 
 // ProbesHandler serves /metrics/probes.
 func (r *Registry) ProbesHandler() http.Handler {
-	return promhttp.HandlerFor(r.probes, promhttp.HandlerOpts{ErrorLog: errorLogger{}})
+	return compbase.HandlerFor(r.probes, compbase.HandlerOpts{ErrorLog: errorLogger{}})
 }
 
 // Gatherers are what /metrics and /metrics/probes serve, for reading
