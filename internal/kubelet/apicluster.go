@@ -80,6 +80,10 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.Config.Metrics.WatchServingCertificate(c.serving.Current)
+	}
+	if d.Creds != nil {
+		d.Config.Metrics.WatchClientCertificate(d.Creds.Current)
 	}
 	return c, nil
 }

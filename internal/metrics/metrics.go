@@ -39,6 +39,8 @@ type Registry struct {
 
 	http   httpMetrics
 	prober proberMetrics
+
+	clientCert, servingCert certTTL
 }
 
 // New returns a Registry with every metric registered, the Go runtime and
@@ -67,6 +69,7 @@ func New() *Registry {
 	r.metrics.MustRegister(r.PLEG.init()...)
 	r.metrics.MustRegister(r.Runtime.init()...)
 	r.metrics.MustRegister(r.http.init()...)
+	r.metrics.MustRegister(r.certCollectors()...)
 	r.probes.MustRegister(r.prober.init()...)
 	return r
 }

@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -175,5 +178,42 @@ func TestRegistriesCountApart(t *testing.T) {
 	b.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if strings.Contains(rec.Body.String(), `node="a"`) {
 		t.Error("the other registry serves node a's name")
+	}
+}
+
+// The certificate TTL gauges: +Inf with no certificate, else the whole
+// seconds left, negative once expired, as upstream's.
+func TestCertificateTTL(t *testing.T) {
+	r := New()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	r.clientCert.now, r.servingCert.now = func() time.Time { return now }, func() time.Time { return now }
+	read := func() (client, serving float64) {
+		mfs, err := r.Gatherers().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "kubelet_certificate_manager_client_ttl_seconds":
+				client = mf.GetMetric()[0].GetGauge().GetValue()
+			case "kubelet_certificate_manager_server_ttl_seconds":
+				serving = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return client, serving
+	}
+	if c, s := read(); !math.IsInf(c, 1) || !math.IsInf(s, 1) {
+		t.Errorf("without certificates: client %v, serving %v; want +Inf", c, s)
+	}
+	var client, serving *tls.Certificate
+	r.WatchClientCertificate(func() *tls.Certificate { return client })
+	r.WatchServingCertificate(func() *tls.Certificate { return serving })
+	if c, _ := read(); !math.IsInf(c, 1) {
+		t.Errorf("no client certificate issued yet: %v, want +Inf", c)
+	}
+	client = &tls.Certificate{Leaf: &x509.Certificate{NotAfter: now.Add(90*time.Minute + 500*time.Millisecond)}}
+	serving = &tls.Certificate{Leaf: &x509.Certificate{NotAfter: now.Add(-time.Hour)}}
+	if c, s := read(); c != 5400 || s != -3600 {
+		t.Errorf("client %v, serving %v; want 5400 and -3600", c, s)
 	}
 }
