@@ -70,6 +70,7 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		c.serving, err = certs.NewServing(certs.ServingConfig{
 			Client: d.Client, NodeName: d.Config.NodeName, CertDir: certDir(d.Config),
 			CertFile: kc.TLSCertFile, KeyFile: kc.TLSPrivateKeyFile,
+			RenewFailures: d.Config.Metrics.ServingCertRenewErrors,
 			Addresses: func() []v1.NodeAddress {
 				if n := nodes.Node(); n != nil {
 					return n.Status.Addresses

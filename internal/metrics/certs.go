@@ -34,7 +34,15 @@ func (c *certTTL) seconds() float64 {
 
 func (r *Registry) certCollectors() []prometheus.Collector {
 	r.clientCert.now, r.servingCert.now = time.Now, time.Now
-	return []prometheus.Collector{
+	// Upstream names the two differently.
+	r.ClientCertRenewErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: subsystem, Subsystem: "certificate_manager", Name: "client_expiration_renew_errors",
+		Help: "Counter of certificate renewal errors.",
+	})
+	r.ServingCertRenewErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: subsystem, Name: "server_expiration_renew_errors", Help: "Counter of certificate renewal errors.",
+	})
+	return []prometheus.Collector{r.ClientCertRenewErrors, r.ServingCertRenewErrors,
 		r.clientCert.collector("certificate_manager_client_ttl_seconds",
 			"Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until certificate expiry (negative if already expired). If client certificate is invalid or unused, the value will be +INF."),
 		r.servingCert.collector("certificate_manager_server_ttl_seconds",

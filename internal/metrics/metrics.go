@@ -41,6 +41,8 @@ type Registry struct {
 	prober proberMetrics
 
 	clientCert, servingCert certTTL
+	// Failed renewals of the client and serving certificates.
+	ClientCertRenewErrors, ServingCertRenewErrors prometheus.Counter
 }
 
 // New returns a Registry with every metric registered, the Go runtime and

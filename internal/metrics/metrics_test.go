@@ -92,6 +92,10 @@ func TestHandlerExposesUpstreamNames(t *testing.T) {
 		"# TYPE kubelet_running_pods gauge",
 		"# TYPE kubelet_started_pods_total counter",
 		"# TYPE skiff_pod_startup_duration_seconds histogram",
+		"# TYPE kubelet_certificate_manager_client_ttl_seconds gauge",
+		"# TYPE kubelet_certificate_manager_server_ttl_seconds gauge",
+		"# TYPE kubelet_certificate_manager_client_expiration_renew_errors counter",
+		"# TYPE kubelet_server_expiration_renew_errors counter",
 		"go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(body, want) {
