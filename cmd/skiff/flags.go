@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/kubelet"
+	"github.com/skiff-sh/skiff/internal/loglinks"
 )
 
 const defaultRootDir = "/var/lib/kubelet"
@@ -214,6 +215,8 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,
+
+		ContainerLogsDir: loglinks.DefaultDir,
 	}, nil
 }
 

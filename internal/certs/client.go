@@ -27,6 +27,8 @@ type ClientConfig struct {
 	CertDir             string // where bootstrapped and rotated pairs live
 	NodeName            string
 	Rotate              bool // rotateCertificates
+	// RenewFailures counts failed renewals; nil: not counted.
+	RenewFailures certificate.Counter
 
 	bootstrapClient CSRClient // replaces the bootstrap kubeconfig's client in tests
 }
@@ -107,6 +109,7 @@ func newRotatingClient(rc *rest.Config, cfg ClientConfig) (*Client, error) {
 		BootstrapCertificatePEM: rc.CertData,
 		BootstrapKeyPEM:         rc.KeyData,
 		Name:                    "kubelet client",
+		CertificateRenewFailure: cfg.RenewFailures,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client certificate manager: %w", err)

@@ -36,6 +36,8 @@ type ServingConfig struct {
 	// Addresses are the Node's current addresses; the certificate's SANs
 	// follow them. None yet (before registration) means no request yet.
 	Addresses func() []v1.NodeAddress
+	// RenewFailures counts failed renewals; nil: not counted.
+	RenewFailures certificate.Counter
 }
 
 // Serving keeps the kubelet's serving certificate: requested through a
@@ -55,12 +57,13 @@ func NewServing(cfg ServingConfig) (*Serving, error) {
 		return nil, fmt.Errorf("serving certificate store: %w", err)
 	}
 	m, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return newCSRClientset(cfg.Client), nil },
-		GetTemplate:      func() *x509.CertificateRequest { return servingTemplate(cfg.NodeName, cfg.Addresses()) },
-		SignerName:       certificatesv1.KubeletServingSignerName,
-		GetUsages:        certificate.DefaultKubeletServingGetUsages,
-		CertificateStore: store,
-		Name:             "kubelet serving",
+		ClientsetFn:             func(*tls.Certificate) (kubernetes.Interface, error) { return newCSRClientset(cfg.Client), nil },
+		GetTemplate:             func() *x509.CertificateRequest { return servingTemplate(cfg.NodeName, cfg.Addresses()) },
+		SignerName:              certificatesv1.KubeletServingSignerName,
+		GetUsages:               certificate.DefaultKubeletServingGetUsages,
+		CertificateStore:        store,
+		Name:                    "kubelet serving",
+		CertificateRenewFailure: cfg.RenewFailures,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate manager: %w", err)

@@ -14,7 +14,9 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestServingTemplate(t *testing.T) {
@@ -142,4 +144,41 @@ func parseCSRRequest(b []byte) (*x509.CertificateRequest, error) {
 		return nil, errors.New("not PEM")
 	}
 	return x509.ParseCertificateRequest(block.Bytes)
+}
+
+// countFailures counts what the certificate manager reports as failed
+// renewals.
+type countFailures struct{ n atomic.Int64 }
+
+func (c *countFailures) Inc() { c.n.Add(1) }
+
+// A renewal the apiserver refuses is counted (upstream's
+// kubelet_server_expiration_renew_errors).
+func TestServingCountsRenewalFailures(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("refused")
+	})
+	failures := &countFailures{}
+	s, err := NewServing(ServingConfig{
+		Client: client, NodeName: "n1", CertDir: t.TempDir(), RenewFailures: failures,
+		Addresses: func() []v1.NodeAddress { return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.2.3"}} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for failures.n.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if failures.n.Load() == 0 {
+		t.Fatal("a refused renewal was not counted")
+	}
+	if s.Current() != nil {
+		t.Error("a certificate without a signed CSR")
+	}
 }

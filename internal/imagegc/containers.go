@@ -21,8 +21,8 @@ import (
 // exited container and not-ready sandbox of a pod that no longer runs
 // (finished, evicted, deleted: active false), and of a running pod the
 // exited containers but the newest of each name, which keeps its restart
-// count and last state.
-func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, active func(types.UID) bool) error {
+// count and last state. removed, if set, hears of each container removed.
+func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, active func(types.UID) bool, removed func(*runtimeapi.Container)) error {
 	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
@@ -42,7 +42,7 @@ func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, ac
 		dead[k] = append(dead[k], c)
 	}
 	var errs []error
-	removed := 0
+	count := 0
 	for k, cs := range dead {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].CreatedAt > cs[j].CreatedAt })
 		if k.uid != "" && active(k.uid) {
@@ -54,7 +54,10 @@ func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, ac
 				continue
 			}
 			left[c.PodSandboxId]--
-			removed++
+			count++
+			if removed != nil {
+				removed(c)
+			}
 		}
 	}
 	sandboxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
@@ -71,9 +74,9 @@ func RemoveDeadContainers(ctx context.Context, rt internalapi.RuntimeService, ac
 			errs = append(errs, fmt.Errorf("remove sandbox %s: %w", sb.Id, err))
 			continue
 		}
-		removed++
+		count++
 	}
-	klog.InfoS("Removed dead containers and sandboxes", "count", removed)
+	klog.InfoS("Removed dead containers and sandboxes", "count", count)
 	return errors.Join(errs...)
 }
 

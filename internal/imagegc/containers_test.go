@@ -37,8 +37,13 @@ func TestRemoveDeadContainers(t *testing.T) {
 		sb("sb-live", "live", runtimeapi.PodSandboxState_SANDBOX_READY),
 	})
 	active := func(uid types.UID) bool { return uid == "live" }
-	if err := RemoveDeadContainers(context.Background(), rt, active); err != nil {
+	var heard []string
+	if err := RemoveDeadContainers(context.Background(), rt, active, func(c *runtimeapi.Container) { heard = append(heard, c.Id) }); err != nil {
 		t.Fatal(err)
+	}
+	sort.Strings(heard)
+	if got := strings.Join(heard, ","); got != "gone-1,live-old" {
+		t.Errorf("removals heard of: %s; want gone-1,live-old", got)
 	}
 	var left []string
 	for id := range rt.Containers {

@@ -47,6 +47,7 @@ func newClient(ctx context.Context, cfg Config) (apiClients, *certs.Client, erro
 	creds, err := certs.LoadClient(ctx, certs.ClientConfig{
 		Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
 		CertDir: certDir(cfg), NodeName: cfg.NodeName, Rotate: kc.RotateCertificates,
+		RenewFailures: cfg.Metrics.ClientCertRenewErrors,
 	})
 	if err != nil {
 		return apiClients{}, nil, err

@@ -72,6 +72,7 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		c.serving, err = certs.NewServing(certs.ServingConfig{
 			Client: d.Client, NodeName: d.Config.NodeName, CertDir: certDir(d.Config),
 			CertFile: kc.TLSCertFile, KeyFile: kc.TLSPrivateKeyFile,
+			RenewFailures: d.Config.Metrics.ServingCertRenewErrors,
 			Addresses: func() []v1.NodeAddress {
 				if n := nodes.Node(); n != nil {
 					return n.Status.Addresses
@@ -82,6 +83,10 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.Config.Metrics.WatchServingCertificate(c.serving.Current)
+	}
+	if d.Creds != nil {
+		d.Config.Metrics.WatchClientCertificate(d.Creds.Current)
 	}
 	return c, nil
 }

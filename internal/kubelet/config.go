@@ -37,4 +37,7 @@ type Config struct {
 	// Metrics is what the kubelet records into and /metrics serves; nil:
 	// a registry of its own.
 	Metrics *metrics.Registry
+	// ContainerLogsDir is where containers' log links go, upstream's
+	// /var/log/containers (cmd/skiff sets it); empty: none are made.
+	ContainerLogsDir string
 }

@@ -62,7 +62,7 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	}
 	if cfg.Kubeconfig != "" {
 		var apis apiClients
-		if apis, d.Creds, err = newClient(ctx, cfg); err != nil {
+		if apis, d.Creds, err = newClient(ctx, d.Config); err != nil {
 			return d, err
 		}
 		d.Client, d.Heartbeat, d.Reviews, d.Events = apis.main, apis.heartbeat, apis.reviews, apis.events

@@ -48,7 +48,6 @@ type podRun struct {
 // podHooks is the per-pod lifecycle, in order.
 func (k *Kubelet) podHooks() []podHook {
 	return []podHook{
-		metricsHook{k.cfg.Metrics},
 		startupHook{k.startup},
 		proberHook{k.prober},
 		mirrorPodHook{k.cluster},

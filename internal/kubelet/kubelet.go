@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/loglinks"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/pleg"
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -127,7 +128,8 @@ type Kubelet struct {
 	stats    *stats.Provider
 	local    *admission.Local // node-local admission checks
 	cgroups  PodCgroups
-	logsDir  string // podLogsDir: /var/log/pods
+	logsDir  string          // podLogsDir: /var/log/pods
+	logLinks *loglinks.Links // /var/log/containers; nil: none
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
 	eviction evictionManagers
@@ -161,6 +163,11 @@ func New(d Deps) (*Kubelet, error) {
 	}
 	if k.logsDir == "" {
 		k.logsDir = defaultPodLogsDir
+	}
+	if cfg.ContainerLogsDir != "" {
+		if k.logLinks, err = loglinks.Open(cfg.ContainerLogsDir, k.logsDir); err != nil {
+			return nil, err
+		}
 	}
 	if err := k.newCluster(d); err != nil {
 		return nil, err
@@ -231,6 +238,9 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 		Clock:               k.clock,
 		Metrics:             k.cfg.Metrics,
 	}
+	if k.logLinks != nil {
+		rc.LogLinks = k.logLinks
+	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
 	return rc
 }
@@ -263,6 +273,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	spawn(k.runEviction)
 	spawn(k.runLogRotation)
 	spawn(k.shutdown.Run)
+	spawn(k.reconcileLogLinks)
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}

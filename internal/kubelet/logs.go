@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/internal/loglinks"
 	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podspec"
@@ -138,4 +139,27 @@ func (k *Kubelet) runLogRotation(ctx context.Context) {
 		cfg.Interval = kc.ContainerLogMonitorInterval.Duration
 	}
 	logs.NewRotator(cfg).Run(ctx)
+}
+
+// reconcileLogLinks removes, at start, the log links of containers that
+// went while Skiff was down and makes the missing ones of running
+// containers.
+func (k *Kubelet) reconcileLogLinks(ctx context.Context) {
+	if k.logLinks == nil {
+		return
+	}
+	if err := k.logLinks.Reconcile(ctx, k.cri.Runtime); err != nil && ctx.Err() == nil {
+		klog.ErrorS(err, "Failed to reconcile container log links", "dir", k.logLinks.Path())
+	}
+}
+
+// unlinkRemovedLog removes the log link of a container the disk-pressure
+// reclaim removed.
+func (k *Kubelet) unlinkRemovedLog(c *runtimeapi.Container) {
+	if k.logLinks == nil {
+		return
+	}
+	if err := k.logLinks.Unlink(loglinks.Of(c)); err != nil {
+		klog.ErrorS(err, "Failed to remove a removed container's log link", "id", c.Id)
+	}
 }

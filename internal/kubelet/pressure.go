@@ -91,7 +91,7 @@ func (k *Kubelet) newPressure(localStorage bool, gc *imagegc.Manager) *eviction.
 		Evict:     k.evict,
 		CleanedUp: k.podCleanedUp,
 		ReclaimContainers: func(ctx context.Context) error {
-			return imagegc.RemoveDeadContainers(ctx, k.cri.Runtime, k.isActive)
+			return imagegc.RemoveDeadContainers(ctx, k.cri.Runtime, k.isActive, k.unlinkRemovedLog)
 		},
 		ReclaimImages: gc.DeleteUnusedImages,
 		Recorder:      k.recorder,

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	compbase "k8s.io/component-base/metrics"
 )
 
 const subsystem = "kubelet"
@@ -25,8 +26,8 @@ var (
 // Registry is one kubelet's metrics: what /metrics and /metrics/probes
 // serve. The exported collectors are recorded into directly.
 type Registry struct {
-	metrics *prometheus.Registry // /metrics
-	probes  *prometheus.Registry // /metrics/probes, apart as upstream keeps it
+	metrics *prometheus.Registry  // /metrics
+	probes  compbase.KubeRegistry // /metrics/probes, apart as upstream keeps it
 
 	NodeName          *prometheus.GaugeVec
 	PodWorkerDuration *prometheus.HistogramVec
@@ -39,12 +40,16 @@ type Registry struct {
 
 	http   httpMetrics
 	prober proberMetrics
+
+	clientCert, servingCert certTTL
+	// Failed renewals of the client and serving certificates.
+	ClientCertRenewErrors, ServingCertRenewErrors prometheus.Counter
 }
 
 // New returns a Registry with every metric registered, the Go runtime and
 // process collectors included.
 func New() *Registry {
-	r := &Registry{metrics: prometheus.NewRegistry(), probes: prometheus.NewRegistry()}
+	r := &Registry{metrics: prometheus.NewRegistry(), probes: compbase.NewKubeRegistry()}
 	r.NodeName = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Subsystem: subsystem, Name: "node_name",
 		Help: "The node's name. The count is always 1.",
@@ -68,6 +73,7 @@ func New() *Registry {
 	r.metrics.MustRegister(r.Runtime.init()...)
 	r.metrics.MustRegister(r.http.init()...)
 	r.metrics.MustRegister(r.Shutdown.init()...)
+	r.metrics.MustRegister(r.certCollectors()...)
 	r.probes.MustRegister(r.prober.init()...)
 	return r
 }
@@ -79,7 +85,7 @@ func (r *Registry) Handler() http.Handler {
 
 // ProbesHandler serves /metrics/probes.
 func (r *Registry) ProbesHandler() http.Handler {
-	return promhttp.HandlerFor(r.probes, promhttp.HandlerOpts{ErrorLog: errorLogger{}})
+	return compbase.HandlerFor(r.probes, compbase.HandlerOpts{ErrorLog: errorLogger{}})
 }
 
 // Gatherers are what /metrics and /metrics/probes serve, for reading

@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,6 +92,10 @@ func TestHandlerExposesUpstreamNames(t *testing.T) {
 		"# TYPE kubelet_running_pods gauge",
 		"# TYPE kubelet_started_pods_total counter",
 		"# TYPE skiff_pod_startup_duration_seconds histogram",
+		"# TYPE kubelet_certificate_manager_client_ttl_seconds gauge",
+		"# TYPE kubelet_certificate_manager_server_ttl_seconds gauge",
+		"# TYPE kubelet_certificate_manager_client_expiration_renew_errors counter",
+		"# TYPE kubelet_server_expiration_renew_errors counter",
 		"go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if !strings.Contains(body, want) {
@@ -97,32 +104,58 @@ func TestHandlerExposesUpstreamNames(t *testing.T) {
 	}
 }
 
+// /metrics/probes serves upstream's two series, with its help texts
+// (stability prefixes included), types, labels and buckets; ForgetProbe
+// drops one probe's series and nothing else.
 func TestProbeMetrics(t *testing.T) {
 	r := New()
-	proberResults, proberDuration := r.prober.results, r.prober.duration
 	target := ProbeTarget{ProbeType: "Readiness", Namespace: "ns", Pod: "p", PodUID: "u", Container: "c"}
-	other := ProbeTarget{ProbeType: "Liveness", Namespace: "ns", Pod: "q", PodUID: "v", Container: "c"}
+	other := ProbeTarget{ProbeType: "Liveness", Namespace: "ns", Pod: "p", PodUID: "u", Container: "c"}
 	r.ObserveProbe(target, ProbeSuccessful)
 	r.ObserveProbe(target, ProbeSuccessful)
 	r.ObserveProbe(target, ProbeFailed)
 	r.ObserveProbeDuration(target, 10*time.Millisecond)
 	r.ObserveProbe(other, ProbeUnknown)
-	if got := value(proberResults.WithLabelValues("Readiness", "successful", "c", "p", "ns", "u")); got != 2 {
-		t.Errorf("successful = %v, want 2", got)
+	r.ObserveProbeDuration(other, 2*time.Second)
+
+	body := scrapeProbes(t, r)
+	for _, want := range []string{
+		"# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter\n",
+		`prober_probe_total{container="c",namespace="ns",pod="p",pod_uid="u",probe_type="Readiness",result="successful"} 2`,
+		`prober_probe_total{container="c",namespace="ns",pod="p",pod_uid="u",probe_type="Readiness",result="failed"} 1`,
+		`prober_probe_total{container="c",namespace="ns",pod="p",pod_uid="u",probe_type="Liveness",result="unknown"} 1`,
+		"# HELP prober_probe_duration_seconds [ALPHA] Duration in seconds for a probe response.\n# TYPE prober_probe_duration_seconds histogram\n",
+		`prober_probe_duration_seconds_bucket{container="c",namespace="ns",pod="p",probe_type="Readiness",le="0.01"} 1`,
+		`prober_probe_duration_seconds_bucket{container="c",namespace="ns",pod="p",probe_type="Liveness",le="2.5"} 1`,
+		`prober_probe_duration_seconds_count{container="c",namespace="ns",pod="p",probe_type="Readiness"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics/probes lacks %q:\n%s", want, body)
+		}
 	}
+	// Upstream's buckets: Prometheus' defaults, 5 ms to 10 s.
+	if n := strings.Count(body, `prober_probe_duration_seconds_bucket{container="c",namespace="ns",pod="p",probe_type="Readiness"`); n != len(prometheus.DefBuckets)+1 {
+		t.Errorf("%d buckets, want %d and +Inf", n, len(prometheus.DefBuckets))
+	}
+
+	r.ForgetProbe(target)
+	body = scrapeProbes(t, r)
+	if strings.Contains(body, `probe_type="Readiness"`) {
+		t.Errorf("series of the forgotten probe left:\n%s", body)
+	}
+	if !strings.Contains(body, `probe_type="Liveness",result="unknown"} 1`) || !strings.Contains(body, `prober_probe_duration_seconds_count{container="c",namespace="ns",pod="p",probe_type="Liveness"} 1`) {
+		t.Errorf("ForgetProbe took another probe's series:\n%s", body)
+	}
+}
+
+func scrapeProbes(t *testing.T, r *Registry) string {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	r.ProbesHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/probes", nil))
-	want := `prober_probe_total{container="c",namespace="ns",pod="p",pod_uid="u",probe_type="Readiness",result="failed"} 1`
-	if !strings.Contains(rec.Body.String(), want) {
-		t.Errorf("/metrics/probes lacks %s:\n%s", want, rec.Body.String())
+	if rec.Code != 200 {
+		t.Fatalf("/metrics/probes: %d %s", rec.Code, rec.Body)
 	}
-	r.ForgetPodProbes("ns", "p", "u")
-	if n := count(proberResults); n != 1 {
-		t.Errorf("%d probe series left after ForgetPodProbes, want only the other pod's", n)
-	}
-	if n := count(proberDuration); n != 0 {
-		t.Errorf("%d probe duration series left after ForgetPodProbes", n)
-	}
+	return rec.Body.String()
 }
 
 // value reads a counter or gauge.
@@ -137,14 +170,6 @@ func value(m prometheus.Metric) float64 {
 	return d.Gauge.GetValue()
 }
 
-// count is the number of series a collector has.
-func count(c prometheus.Collector) int {
-	ch := make(chan prometheus.Metric, 100)
-	c.Collect(ch)
-	close(ch)
-	return len(ch)
-}
-
 // Two registries (two kubelets in one process) count apart.
 func TestRegistriesCountApart(t *testing.T) {
 	a, b := New(), New()
@@ -157,5 +182,42 @@ func TestRegistriesCountApart(t *testing.T) {
 	b.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if strings.Contains(rec.Body.String(), `node="a"`) {
 		t.Error("the other registry serves node a's name")
+	}
+}
+
+// The certificate TTL gauges: +Inf with no certificate, else the whole
+// seconds left, negative once expired, as upstream's.
+func TestCertificateTTL(t *testing.T) {
+	r := New()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	r.clientCert.now, r.servingCert.now = func() time.Time { return now }, func() time.Time { return now }
+	read := func() (client, serving float64) {
+		mfs, err := r.Gatherers().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "kubelet_certificate_manager_client_ttl_seconds":
+				client = mf.GetMetric()[0].GetGauge().GetValue()
+			case "kubelet_certificate_manager_server_ttl_seconds":
+				serving = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return client, serving
+	}
+	if c, s := read(); !math.IsInf(c, 1) || !math.IsInf(s, 1) {
+		t.Errorf("without certificates: client %v, serving %v; want +Inf", c, s)
+	}
+	var client, serving *tls.Certificate
+	r.WatchClientCertificate(func() *tls.Certificate { return client })
+	r.WatchServingCertificate(func() *tls.Certificate { return serving })
+	if c, _ := read(); !math.IsInf(c, 1) {
+		t.Errorf("no client certificate issued yet: %v, want +Inf", c)
+	}
+	client = &tls.Certificate{Leaf: &x509.Certificate{NotAfter: now.Add(90*time.Minute + 500*time.Millisecond)}}
+	serving = &tls.Certificate{Leaf: &x509.Certificate{NotAfter: now.Add(-time.Hour)}}
+	if c, s := read(); c != 5400 || s != -3600 {
+		t.Errorf("client %v, serving %v; want 5400 and -3600", c, s)
 	}
 }

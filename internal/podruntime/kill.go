@@ -123,7 +123,9 @@ func (m *Manager) RemovePod(ctx context.Context, st *container.PodStatus) error 
 	for _, cs := range st.Containers {
 		if err := m.cfg.CRI.Runtime.RemoveContainer(ctx, cs.ID); err != nil && !cri.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", cs.ID, err))
+			continue
 		}
+		m.unlinkLog(st.Namespace, st.Name, cs.Name, cs.ID)
 	}
 	for _, sb := range st.Sandboxes {
 		if m.cfg.SandboxRemovalDelay > 0 {
@@ -162,5 +164,6 @@ func (m *Manager) pruneDeadContainers(ctx context.Context, pod *v1.Pod, st *cont
 			continue
 		}
 		removeContainerFiles(podDir, m.cfg.PodLogsDir, cs)
+		m.unlinkLog(pod.Namespace, pod.Name, cs.Name, cs.ID)
 	}
 }

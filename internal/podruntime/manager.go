@@ -76,6 +76,9 @@ type Config struct {
 	// Metrics counts pods and containers started and times image pulls;
 	// nil: a registry of its own.
 	Metrics *metrics.Registry
+	// LogLinks links started containers' logs into /var/log/containers
+	// and removes the links with the containers; nil: no links.
+	LogLinks LogLinks
 }
 
 // EnvSource computes a container's environment; *envvars.Builder fits.
@@ -123,6 +126,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
+	}
+	if cfg.LogLinks == nil {
+		cfg.LogLinks = noLinks{}
 	}
 	crashInitial, crashMax := cfg.CrashBackOffInitial, cfg.CrashBackOffMax
 	if crashInitial <= 0 || crashMax <= 0 {

@@ -73,6 +73,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 	}
 	m.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	s.res.Started = true
+	m.linkLog(pod, c.Name, id, filepath.Join(s.sandboxCfg.LogDirectory, cfg.LogPath))
 	if !m.postStart(ctx, s, c, id) {
 		return false
 	}

@@ -240,15 +240,11 @@ func TestReadinessThresholds(t *testing.T) {
 	if n := f.exec.count("ready"); n != len(steps) {
 		t.Errorf("%d probes, want %d", n, len(steps))
 	}
-	// Every probe run is counted by result; the pod's series go with it.
+	// Every probe run is counted by result.
 	for result, want := range map[string]float64{"successful": 3, "failed": 3} {
 		if got := probeCount(t, f.m.cfg.Metrics, "uid-1", result); got != want {
 			t.Errorf("prober_probe_total{result=%q} = %v, want %v", result, got, want)
 		}
-	}
-	f.m.cfg.Metrics.ForgetPodProbes("ns", "p", "uid-1")
-	if got := probeCount(t, f.m.cfg.Metrics, "uid-1", "successful"); got != 0 {
-		t.Errorf("series left after ForgetPodProbes: %v", got)
 	}
 }
 
@@ -429,6 +425,9 @@ func TestManagerLifecycle(t *testing.T) {
 	if !m.Ready("u", "app", "c1") {
 		t.Error("not ready after the update")
 	}
+	if n := probeSeries(t, m.cfg.Metrics, "p"); n == 0 {
+		t.Error("no probe series of the pod while its workers run")
+	}
 	m.StopLivenessAndStartup("u")
 	if n := len(m.workers); n != 1 {
 		t.Errorf("%d workers after StopLivenessAndStartup, want 1", n)
@@ -455,6 +454,33 @@ func TestManagerLifecycle(t *testing.T) {
 	if _, ok := m.readiness.get("c1"); ok {
 		t.Error("a removed worker's result was kept")
 	}
+	// The pod's series went with its workers, as upstream's.
+	if n := probeSeries(t, m.cfg.Metrics, "p"); n != 0 {
+		t.Errorf("%d probe series of the pod left after its workers stopped", n)
+	}
+}
+
+// probeSeries counts the /metrics/probes series of the pod.
+func probeSeries(t *testing.T, reg *metrics.Registry, pod string) int {
+	t.Helper()
+	families, err := reg.Gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "prober_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pod" && l.GetValue() == pod {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // A readiness worker started before its container exists probes the

@@ -48,6 +48,8 @@ func (w *worker) run(ctx context.Context) {
 			w.results.remove(w.containerID)
 		}
 		w.m.dropWorker(w)
+		// The probe's series go with its worker, as upstream's.
+		w.m.cfg.Metrics.ForgetProbe(w.target)
 	}()
 	// Right after Skiff starts, spread the probes of the pods it adopts
 	// over a period rather than run them all at once, as upstream.
