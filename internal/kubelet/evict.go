@@ -5,7 +5,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/eviction"
+	"github.com/skiff-sh/skiff/internal/podstatus"
 )
 
 // evictablePods are the active pods but static ones, which upstream
@@ -65,4 +67,22 @@ func applyFailure(f *podFailure, s *v1.PodStatus) {
 		Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet,
 		Message: f.message, LastTransitionTime: f.at,
 	})
+}
+
+// holdTerminalPhase keeps a pod out of a terminal phase while one of its
+// containers still runs, as upstream's mergePodStatus does: a pod
+// reported Failed or Succeeded must hold nothing any more, or a
+// controller replaces it while it still does. The old phase, reason and
+// message stay until the containers are gone; conditions (an eviction's
+// DisruptionTarget) go out at once.
+func holdTerminalPhase(old v1.PodStatus, s *v1.PodStatus, st *container.PodStatus) {
+	if podstatus.IsTerminal(old.Phase) || !podstatus.IsTerminal(s.Phase) || st == nil {
+		return
+	}
+	for _, c := range st.Containers {
+		if c.State == container.StateRunning {
+			s.Phase, s.Reason, s.Message = old.Phase, old.Reason, old.Message
+			return
+		}
+	}
 }

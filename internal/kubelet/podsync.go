@@ -113,6 +113,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Probes:      k.prober,
 	})
 	applyFailure(rec.failure, &s)
+	holdTerminalPhase(old, &s, st)
 	// Before the status is stored: once reported, the start is over.
 	k.startup.Status(pod, &s)
 	k.statuses.SetPodStatus(pod, s)
