@@ -46,6 +46,7 @@ type options struct {
 	version                       string // "false", "true" or "raw"
 	podStartupBreakdownEvents     bool
 	cpuProfile                    string
+	devicePluginDir               string
 }
 
 // newFlagSet registers every flag of flagTable: flag-only settings on o,
@@ -214,6 +215,7 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 
 		PodStartupBreakdownEvents: o.podStartupBreakdownEvents,
 		CPUProfile:                o.cpuProfile,
+		DevicePluginDir:           o.devicePluginDir,
 	}, nil
 }
 

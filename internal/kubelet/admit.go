@@ -15,9 +15,9 @@ import (
 
 // admit decides whether a new pod may run here. A pod already finished is
 // not judged again, as upstream. Every other pod must pass the node-local
-// checks (sysctls, AppArmor, host ports) and, unless the runtime already
-// runs it, the node-pressure checks; apiserver pods must also fit the
-// Node. A rejected pod is Failed with the reason and never started; an
+// checks (sysctls, AppArmor, host ports), unless the runtime already
+// runs it the node-pressure checks, and get the devices of their limits;
+// apiserver pods must also fit the Node. A rejected pod is Failed with the reason and never started; an
 // apiserver pod that arrives before the Node is known waits.
 func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 	if podstatus.IsTerminal(p.Status.Phase) {
@@ -33,13 +33,19 @@ func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 		return false
 	}
 	node, cluster := k.cluster.node()
-	if IsStaticPod(p) || !cluster {
-		k.setAdmission(p, admitted) // static pods are the node's own, as upstream
-		return true
-	}
-	if node == nil {
+	static := IsStaticPod(p) || !cluster // static pods are the node's own, as upstream
+	if !static && node == nil {
 		k.setAdmission(p, pending)
 		return false
+	}
+	// Devices before the fit, as upstream's admit handlers run.
+	if r := k.admitDevices(ctx, p); !r.Admit {
+		k.reject(p, r)
+		return false
+	}
+	if static {
+		k.setAdmission(p, admitted)
+		return true
 	}
 	r := admission.Admit(node, p, k.activePods())
 	if r.Admit {

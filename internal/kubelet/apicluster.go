@@ -61,6 +61,7 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		// PLEG's health is part of the node's readiness, as upstream.
 		HealthChecks: []nodestatus.HealthCheck{{Name: "PLEG", Check: func() error { return k.pleg.Healthy() }}},
 		Pressure:     k.pressureConditions,
+		Extended:     func() (v1.ResourceList, v1.ResourceList, []string) { return k.devices.Capacity() },
 	})
 	if err != nil {
 		return nil, err

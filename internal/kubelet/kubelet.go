@@ -28,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/devicemanager"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -127,6 +128,7 @@ type Kubelet struct {
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
 	eviction evictionManagers
+	devices  *devicemanager.Manager
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -156,6 +158,9 @@ func New(d Deps) (*Kubelet, error) {
 	}
 	if k.logsDir == "" {
 		k.logsDir = defaultPodLogsDir
+	}
+	if k.devices, err = k.newDevices(); err != nil {
+		return nil, err
 	}
 	if err := k.newCluster(d); err != nil {
 		return nil, err
@@ -212,6 +217,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 			SeccompRoot:    filepath.Join(k.cfg.RootDir, "seccomp"),
 		},
 		Resources:   k.cgroups,
+		Devices:     k.devices,
 		Puller:      images.NewPuller(k.cri.Images, ptr.Deref(kc.SerializeImagePulls, true), ptr.Deref(kc.MaxParallelImagePulls, 0)),
 		PullSecrets: k.cluster.pullSecrets(),
 		StartupDone: k.prober.StartupDone,
@@ -254,6 +260,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	spawn(k.stats.Run)
 	spawn(k.runEviction)
 	spawn(k.runLogRotation)
+	if err := k.runDevices(spawn); err != nil {
+		return err
+	}
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// Pressure returns the pressure conditions that hold now (the eviction
 	// manager's); none when nil.
 	Pressure func() []v1.NodeConditionType
+	// Extended returns the device plugins' resources: capacity (every
+	// device), allocatable (the healthy ones) and the resources gone,
+	// whose capacity is set to zero; none when nil.
+	Extended func() (capacity, allocatable v1.ResourceList, removed []string)
 	// OnRepeatedHeartbeatFailure is called when status or lease updates
 	// fail repeatedly; upstream closes the client's connections there so
 	// that a dead TCP connection is not reused.
