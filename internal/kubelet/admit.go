@@ -84,6 +84,7 @@ func (k *Kubelet) reject(p *v1.Pod, r admission.Result) {
 	klog.InfoS("Pod rejected", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, r.Reason, "%s", msg)
 	k.setAdmission(p, rejected)
+	k.devices.Release(p.UID) // a check after the devices' may refuse it
 	s := v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: msg, QOSClass: p.Status.QOSClass}
 	k.statuses.SetPodStatus(p, s)
 	k.statuses.TerminatePod(p) // nothing runs: deletion may proceed at once

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/admission"
+	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/devicemanager"
 	"github.com/skiff-sh/skiff/internal/podresources"
@@ -60,7 +61,13 @@ func (k *Kubelet) runDevices(spawn func(func(context.Context))) error {
 	if err != nil {
 		return err
 	}
-	srv := podresources.New(podResourcesPods{k}, k.devices)
+	fg, err := config.FeatureGate(k.cfg.Kubelet.FeatureGates)
+	if err != nil {
+		return err
+	}
+	srv := podresources.New(podResourcesPods{k}, k.devices, podresources.Gates{
+		Get: fg.Enabled("KubeletPodResourcesGet"), ListActivePods: fg.Enabled("KubeletPodResourcesListUseActivePods"),
+	})
 	spawn(func(ctx context.Context) { srv.Serve(ctx, pl) })
 	return nil
 }

@@ -56,15 +56,28 @@ type Devices interface {
 	AllocatableDevices() []*podresourcesv1.ContainerDevices
 }
 
+// Gates are the feature gates upstream's API follows (both on by default
+// in 1.34).
+type Gates struct {
+	// Get is KubeletPodResourcesGet: off, Get answers an error.
+	Get bool
+	// ListActivePods is KubeletPodResourcesListUseActivePods: off, List
+	// reports every pod Skiff knows.
+	ListActivePods bool
+}
+
 // Server is the pod resources API.
 type Server struct {
 	podresourcesv1.UnimplementedPodResourcesListerServer
 	pods    Pods
 	devices Devices
+	gates   Gates
 }
 
 // New returns the API over pods and devices.
-func New(pods Pods, devices Devices) *Server { return &Server{pods: pods, devices: devices} }
+func New(pods Pods, devices Devices, gates Gates) *Server {
+	return &Server{pods: pods, devices: devices, gates: gates}
+}
 
 // Listen makes <rootDir>/pod-resources and listens on its socket,
 // replacing a stale one.
@@ -111,6 +124,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) {
 // List reports the active pods' resources.
 func (s *Server) List(ctx context.Context, _ *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
 	pods := s.pods.ActivePods()
+	if !s.gates.ListActivePods {
+		pods = s.pods.AllPods()
+	}
 	out := &podresourcesv1.ListPodResourcesResponse{PodResources: make([]*podresourcesv1.PodResources, 0, len(pods))}
 	for _, p := range pods {
 		out.PodResources = append(out.PodResources, s.podResources(p))
@@ -120,6 +136,9 @@ func (s *Server) List(ctx context.Context, _ *podresourcesv1.ListPodResourcesReq
 
 // Get reports one pod's resources.
 func (s *Server) Get(ctx context.Context, req *podresourcesv1.GetPodResourcesRequest) (*podresourcesv1.GetPodResourcesResponse, error) {
+	if !s.gates.Get {
+		return nil, errors.New("PodResources API Get method disabled")
+	}
 	p, ok := s.pods.PodByName(req.PodNamespace, req.PodName)
 	if !ok {
 		return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -74,7 +75,8 @@ func TestListGetAllocatable(t *testing.T) {
 	}}
 	done := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "ns", UID: "u2"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main"}}}}
 	devs := fakeDevices{"u1/main": {cd("a")}, "u1/sidecar": {cd("b")}, "allocatable": {cd("a"), cd("b"), cd("c")}}
-	conn := serve(t, New(fakePods{active: []*v1.Pod{running}, all: []*v1.Pod{running, done}}, devs))
+	pods := fakePods{active: []*v1.Pod{running}, all: []*v1.Pod{running, done}}
+	conn := serve(t, New(pods, devs, Gates{Get: true, ListActivePods: true}))
 	c := podresourcesv1.NewPodResourcesListerClient(conn)
 	ctx := context.Background()
 
@@ -108,7 +110,7 @@ func TestListGetAllocatable(t *testing.T) {
 
 // Past upstream's burst, calls are refused with ResourceExhausted.
 func TestRateLimited(t *testing.T) {
-	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(fakePods{}, fakeDevices{})))
+	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(fakePods{}, fakeDevices{}, Gates{})))
 	limited := 0
 	for range 200 {
 		_, err := c.List(context.Background(), &podresourcesv1.ListPodResourcesRequest{})
@@ -120,5 +122,19 @@ func TestRateLimited(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Error("200 calls in a row were all answered: no rate limit")
+	}
+}
+
+// With the gates off, as upstream: Get refused, List of every pod.
+func TestGatesOff(t *testing.T) {
+	pods := fakePods{all: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "ns"}}}}
+	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(pods, fakeDevices{}, Gates{})))
+	list, err := c.List(context.Background(), &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil || len(list.PodResources) != 1 {
+		t.Errorf("List with KubeletPodResourcesListUseActivePods off = %v, %v; want the finished pod too", list, err)
+	}
+	if _, err := c.Get(context.Background(), &podresourcesv1.GetPodResourcesRequest{PodName: "done", PodNamespace: "ns"}); err == nil ||
+		!strings.Contains(err.Error(), "Get method disabled") {
+		t.Errorf("Get with KubeletPodResourcesGet off: %v, want refused", err)
 	}
 }
