@@ -48,7 +48,9 @@ func (m *Manager) Run(ctx context.Context, l net.Listener) {
 	m.mu.Lock()
 	m.runCtx = ctx
 	m.mu.Unlock()
-	m.server = grpc.NewServer()
+	// Stop waits for registrations in flight, so none starts a plugin's
+	// watch after the wait below.
+	m.server = grpc.NewServer(grpc.WaitForHandlers(true))
 	pluginapi.RegisterRegistrationServer(m.server, registrar{m: m})
 	done := make(chan struct{})
 	go func() {
