@@ -107,7 +107,6 @@ func (m *Manager) update(p *plugin, devs []*pluginapi.Device) {
 	m.writeCheckpoint()
 	m.mu.Unlock()
 	klog.V(2).InfoS("Device plugin's devices", "resource", p.resource, "devices", len(devs), "healthy", healthy)
-	m.changed()
 }
 
 // stop marks p stopped, if it is still its resource's plugin: its devices
@@ -115,14 +114,11 @@ func (m *Manager) update(p *plugin, devs []*pluginapi.Device) {
 func (m *Manager) stop(p *plugin) {
 	p.conn.Close()
 	m.mu.Lock()
-	if m.plugins[p.resource] != p {
-		m.mu.Unlock()
-		return
+	defer m.mu.Unlock()
+	if m.plugins[p.resource] == p {
+		p.stopped = m.clock.Now()
+		m.writeCheckpoint()
 	}
-	p.stopped = m.clock.Now()
-	m.writeCheckpoint()
-	m.mu.Unlock()
-	m.changed()
 }
 
 // healthyLocked are the sorted IDs of res's healthy devices; none while

@@ -74,10 +74,7 @@ type Config struct {
 	// until every pod source has been heard from, and then no pod's
 	// devices are released for being absent.
 	Active func() (pods map[types.UID]bool, complete bool)
-	// Changed is called when capacity or health may have changed; may be
-	// nil.
-	Changed func()
-	Clock   clock.Clock // the real clock when nil
+	Clock  clock.Clock // the real clock when nil
 }
 
 // Manager keeps the device plugins and the devices given to containers.
@@ -155,12 +152,6 @@ func (m *Manager) writeCheckpoint() {
 	}
 	if err := checkpoint.Write(m.cfg.Dir, checkpoint.Checkpoint{Entries: m.alloc.toCheckpoint(), Registered: reg}); err != nil {
 		klog.ErrorS(err, "Cannot write the device manager checkpoint")
-	}
-}
-
-func (m *Manager) changed() {
-	if m.cfg.Changed != nil {
-		m.cfg.Changed()
 	}
 }
 
