@@ -2,7 +2,8 @@
 # Builds the third-party binaries Skiff's tests run against into _output/bin/:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
-#   kubeadm             k8s.io/kubernetes v1.34.4   (module hack/tools)
+#   kubeadm sample-device-plugin
+#                       k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
 #   staticcheck         honnef.co/go/tools v0.8.2   (module hack/tools/staticcheck)
@@ -59,7 +60,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry staticcheck containerd containerd-shim-runc-v2 ctr)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm sample-device-plugin etcd etcdctl registry staticcheck containerd containerd-shim-runc-v2 ctr)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -205,13 +206,17 @@ build_module() {
 
 total_start=$SECONDS
 
+# sample-device-plugin needs nothing k8s.io/kubernetes does not already
+# require, so it is not in the module's tool block: adding it would change
+# go.mod, and with it every other binary's stamp.
 build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 	kubectl=k8s.io/kubernetes/cmd/kubectl \
 	kubelet=k8s.io/kubernetes/cmd/kubelet \
-	kubeadm=k8s.io/kubernetes/cmd/kubeadm
+	kubeadm=k8s.io/kubernetes/cmd/kubeadm \
+	sample-device-plugin=k8s.io/kubernetes/test/images/sample-device-plugin
 
 build_module hack/tools/etcd "" "$etcd_ldflags" \
 	etcd=go.etcd.io/etcd/server/v3 \

@@ -47,6 +47,7 @@ type options struct {
 	version                       string // "false", "true" or "raw"
 	podStartupBreakdownEvents     bool
 	cpuProfile                    string
+	devicePluginDir               string
 }
 
 // newFlagSet registers every flag of flagTable: flag-only settings on o,
@@ -217,6 +218,7 @@ func (o *options) kubeletConfig(kc *kubeletconfigv1beta1.KubeletConfiguration) (
 		CPUProfile:                o.cpuProfile,
 
 		ContainerLogsDir: loglinks.DefaultDir,
+		DevicePluginDir:  o.devicePluginDir,
 	}, nil
 }
 

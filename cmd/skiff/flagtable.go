@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/skiff-sh/skiff/internal/devicemanager"
 )
 
 // flagDef is one command-line flag: every flag of the upstream v1.34
@@ -245,4 +247,6 @@ var flagTable = []flagDef{
 		usage: "Skiff only: emit one PodStartupBreakdown Event per pod when it first turns Ready, saying where its start-up time went."},
 	{name: "cpu-profile", skiffOnly: true, bind: str(func(o *options) *string { return &o.cpuProfile }, ""),
 		usage: "Skiff only: write a CPU profile (go tool pprof) of the whole run to this file; it is complete once Skiff exits."},
+	{name: "device-plugin-dir", skiffOnly: true, bind: str(func(o *options) *string { return &o.devicePluginDir }, devicemanager.DefaultDir),
+		usage: "Skiff only, for tests: the directory where device plugins register (kubelet.sock) and the device manager keeps its checkpoint. Device plugins look for upstream's fixed default whatever --root-dir says; change it only to keep several nodes on one machine apart."},
 }

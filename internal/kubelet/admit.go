@@ -16,11 +16,12 @@ import (
 
 // admit decides whether a new pod may run here. A pod already finished is
 // not judged again, as upstream. Every other pod must pass the node-local
-// checks (sysctls, AppArmor, host ports) and, unless the runtime already
-// runs it, the node-pressure checks; while the node shuts down every pod
-// is refused, as upstream; apiserver pods must also fit the
-// Node. A rejected pod is Failed with the reason and never started; an
-// apiserver pod that arrives before the Node is known waits.
+// checks (sysctls, AppArmor, host ports), unless the runtime already
+// runs it the node-pressure checks, and get the devices of their limits;
+// while the node shuts down every pod is refused, as upstream; apiserver
+// pods must also fit the Node. A rejected pod is Failed with the reason
+// and never started; an apiserver pod that arrives before the Node is
+// known waits.
 func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 	if podstatus.IsTerminal(p.Status.Phase) {
 		k.setAdmission(p, admitted)
@@ -39,13 +40,19 @@ func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 		return false
 	}
 	node, cluster := k.cluster.node()
-	if IsStaticPod(p) || !cluster {
-		k.setAdmission(p, admitted) // static pods are the node's own, as upstream
-		return true
-	}
-	if node == nil {
+	static := IsStaticPod(p) || !cluster // static pods are the node's own, as upstream
+	if !static && node == nil {
 		k.setAdmission(p, pending)
 		return false
+	}
+	// Devices before the fit, as upstream's admit handlers run.
+	if r := k.admitDevices(ctx, p); !r.Admit {
+		k.reject(p, r)
+		return false
+	}
+	if static {
+		k.setAdmission(p, admitted)
+		return true
 	}
 	r := admission.Admit(node, p, k.activePods())
 	if r.Admit {
@@ -84,6 +91,7 @@ func (k *Kubelet) reject(p *v1.Pod, r admission.Result) {
 	klog.InfoS("Pod rejected", "pod", klog.KObj(p), "reason", r.Reason, "message", r.Message)
 	k.recorder.Eventf(p, v1.EventTypeWarning, r.Reason, "%s", msg)
 	k.setAdmission(p, rejected)
+	k.devices.Release(p.UID) // a check after the devices' may refuse it
 	s := v1.PodStatus{Phase: v1.PodFailed, Reason: r.Reason, Message: msg, QOSClass: p.Status.QOSClass}
 	k.statuses.SetPodStatus(p, s)
 	k.statuses.TerminatePod(p) // nothing runs: deletion may proceed at once

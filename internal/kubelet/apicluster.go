@@ -63,6 +63,7 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		Pressure:     k.pressureConditions,
 		// A node shutting down is not Ready, as upstream.
 		NotReady: func() error { return k.shutdown.Status() },
+		Extended: func() (v1.ResourceList, v1.ResourceList, []string) { return k.devices.Capacity() },
 	})
 	if err != nil {
 		return nil, err

@@ -9,11 +9,15 @@ import (
 // Config is everything the kubelet needs to run: the validated, defaulted
 // KubeletConfiguration plus the flag-only settings upstream keeps outside it.
 type Config struct {
-	Kubelet             *kubeletconfig.KubeletConfiguration
-	NodeName            string // lowercased hostname or --hostname-override
-	NodeIP              string // --node-ip, may be empty
-	RootDir             string // --root-dir
-	CertDir             string // --cert-dir; <RootDir>/pki when empty
+	Kubelet  *kubeletconfig.KubeletConfiguration
+	NodeName string // lowercased hostname or --hostname-override
+	NodeIP   string // --node-ip, may be empty
+	RootDir  string // --root-dir
+	CertDir  string // --cert-dir; <RootDir>/pki when empty
+	// DevicePluginDir is where device plugins register (--device-plugin-dir,
+	// Skiff's own, for tests); upstream's fixed
+	// /var/lib/kubelet/device-plugins when empty.
+	DevicePluginDir     string
 	Kubeconfig          string // --kubeconfig, may be empty (standalone)
 	BootstrapKubeconfig string // --bootstrap-kubeconfig, may be empty
 	// PodInfraContainerImage is --pod-infra-container-image: as upstream

@@ -53,6 +53,7 @@ func (k *Kubelet) podHooks() []podHook {
 		mirrorPodHook{k.cluster},
 		volumesHook{volumes: k.volumes, startup: k.startup, recorder: k.recorder, clock: k.clock},
 		cgroupsHook{k.cgroups},
+		devicesHook{k.devices},
 	}
 }
 

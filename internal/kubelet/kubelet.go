@@ -28,6 +28,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
+	"github.com/skiff-sh/skiff/internal/devicemanager"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/loglinks"
@@ -134,6 +135,7 @@ type Kubelet struct {
 	cluster  cluster // the apiserver side; does nothing standalone
 	eviction evictionManagers
 	shutdown *shutdown.Manager // graceful node shutdown
+	devices  *devicemanager.Manager
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -168,6 +170,9 @@ func New(d Deps) (*Kubelet, error) {
 		if k.logLinks, err = loglinks.Open(cfg.ContainerLogsDir, k.logsDir); err != nil {
 			return nil, err
 		}
+	}
+	if k.devices, err = k.newDevices(); err != nil {
+		return nil, err
 	}
 	if err := k.newCluster(d); err != nil {
 		return nil, err
@@ -227,6 +232,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 			SeccompRoot:    filepath.Join(k.cfg.RootDir, "seccomp"),
 		},
 		Resources:   k.cgroups,
+		Devices:     k.devices,
 		Puller:      images.NewPuller(k.cri.Images, ptr.Deref(kc.SerializeImagePulls, true), ptr.Deref(kc.MaxParallelImagePulls, 0)),
 		PullSecrets: k.cluster.pullSecrets(),
 		StartupDone: k.prober.StartupDone,
@@ -274,6 +280,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	spawn(k.runLogRotation)
 	spawn(k.shutdown.Run)
 	spawn(k.reconcileLogLinks)
+	if err := k.runDevices(spawn); err != nil {
+		return err
+	}
 	if err := k.startServers(spawn, cancel); err != nil {
 		return err
 	}

@@ -147,7 +147,8 @@ func (m *machine) startWith(client kube.Interface) (k *Kubelet, stop func()) {
 		m.tune(kc)
 	}
 	k, err := New(Deps{
-		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet")},
+		Config: Config{Kubelet: kc, NodeName: testNode, RootDir: filepath.Join(m.root, "kubelet"),
+			DevicePluginDir: filepath.Join(m.root, "device-plugins")},
 		CRI:    &cri.Client{Runtime: m.rt, Images: m.images, RuntimeName: "fake", RuntimeVersion: "0.1.0"},
 		Client: client, Cgroups: m.cg, HostIPs: []string{"10.0.0.1"}, Clock: m.clock, Logind: m.logind,
 	})

@@ -97,6 +97,10 @@ type Config struct {
 	// the runtime's (upstream's node shutdown manager's status); nil when
 	// there is none.
 	NotReady func() error
+	// Extended returns the device plugins' resources: capacity (every
+	// device), allocatable (the healthy ones) and the resources gone,
+	// whose capacity is set to zero; none when nil.
+	Extended func() (capacity, allocatable v1.ResourceList, removed []string)
 	// OnRepeatedHeartbeatFailure is called when status or lease updates
 	// fail repeatedly; upstream closes the client's connections there so
 	// that a dead TCP connection is not reused.

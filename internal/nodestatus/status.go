@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
@@ -70,6 +71,7 @@ func (c *Controller) setMachineInfo(node *v1.Node) {
 	for name, q := range capacity {
 		node.Status.Capacity[name] = q
 	}
+	devices := c.setDeviceCapacity(node)
 	info := &node.Status.NodeInfo
 	info.MachineID, info.SystemUUID = c.machine.machineID, c.machine.systemUUID
 	if info.BootID != "" && info.BootID != c.machine.bootID {
@@ -88,9 +90,32 @@ func (c *Controller) setMachineInfo(node *v1.Node) {
 	for name, q := range allocatable(node.Status.Capacity, c.res.reserved(capacity)) {
 		node.Status.Allocatable[name] = q
 	}
+	for name, q := range devices {
+		node.Status.Allocatable[name] = q
+	}
 	c.mu.Lock()
 	c.allocatable = node.Status.Allocatable.DeepCopy()
 	c.mu.Unlock()
+}
+
+// setDeviceCapacity puts the device plugins' resources in the capacity,
+// a resource gone at zero (as upstream, rather than removed, so pods
+// bound to it are not counted against nothing), and returns their
+// allocatable.
+func (c *Controller) setDeviceCapacity(node *v1.Node) v1.ResourceList {
+	if c.cfg.Extended == nil {
+		return nil
+	}
+	capacity, alloc, removed := c.cfg.Extended()
+	for name, q := range capacity {
+		node.Status.Capacity[name] = q
+	}
+	for _, name := range removed {
+		if _, ok := capacity[v1.ResourceName(name)]; !ok {
+			node.Status.Capacity[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+		}
+	}
+	return alloc
 }
 
 // setVersionInfo sets the software half of nodeInfo.

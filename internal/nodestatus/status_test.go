@@ -158,3 +158,26 @@ func TestRebootEventAndExtendedResources(t *testing.T) {
 		t.Errorf("extended resource allocatable = %s, want kept", a.String())
 	}
 }
+
+// The device plugins' resources: every device in capacity, the healthy
+// ones in allocatable, a resource gone set to zero rather than dropped.
+func TestDevicePluginResources(t *testing.T) {
+	env := newTestController(t, nil, nil)
+	env.c.cfg.Extended = func() (v1.ResourceList, v1.ResourceList, []string) {
+		return v1.ResourceList{"example.com/gpu": q("3")}, v1.ResourceList{"example.com/gpu": q("2")}, []string{"example.com/old"}
+	}
+	node := &v1.Node{Status: v1.NodeStatus{
+		Capacity:    v1.ResourceList{"example.com/old": q("4")},
+		Allocatable: v1.ResourceList{"example.com/old": q("4")},
+	}}
+	env.c.setNodeStatus(context.Background(), node)
+	for name, want := range map[v1.ResourceName][2]int64{"example.com/gpu": {3, 2}, "example.com/old": {0, 0}} {
+		c, a := node.Status.Capacity[name], node.Status.Allocatable[name]
+		if c.Value() != want[0] || a.Value() != want[1] {
+			t.Errorf("%s: capacity %s allocatable %s, want %d and %d", name, c.String(), a.String(), want[0], want[1])
+		}
+		if _, ok := node.Status.Capacity[name]; !ok {
+			t.Errorf("%s missing from capacity", name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -79,7 +80,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if tm := m.terminationMessageMount(pod, c); tm != nil {
 		mounts = append(mounts, tm)
 	}
-	return &runtimeapi.ContainerConfig{
+	cfg := &runtimeapi.ContainerConfig{
 		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -98,5 +99,32 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 				NamespaceOptions: namespaceOptions(pod),
 			},
 		},
-	}, nil
+	}
+	if m.cfg.Devices != nil {
+		devices, err := m.cfg.Devices.RunOptions(ctx, pod, c)
+		if err != nil {
+			return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
+		}
+		withDevices(cfg, devices)
+	}
+	return cfg, nil
+}
+
+// withDevices adds what device plugins allocated the container, as
+// upstream orders it: their envs before the container's own (which win
+// a clash), their mounts before the volumes', their annotations under
+// the kubelet's.
+func withDevices(cfg, d *runtimeapi.ContainerConfig) {
+	if d == nil {
+		return
+	}
+	cfg.Envs = append(slices.Clone(d.Envs), cfg.Envs...)
+	cfg.Mounts = append(slices.Clone(d.Mounts), cfg.Mounts...)
+	cfg.Devices = append(cfg.Devices, d.Devices...)
+	cfg.CDIDevices = append(cfg.CDIDevices, d.CDIDevices...)
+	for k, v := range d.Annotations {
+		if _, ok := cfg.Annotations[k]; !ok {
+			cfg.Annotations[k] = v
+		}
+	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	Security Security
 	// Resources places pods in cgroups; nil leaves that to the runtime.
 	Resources Resources
+	// Devices gives containers the devices device plugins allocated them;
+	// nil: no device manager.
+	Devices Devices
 	// StartupDone reports whether the startup probe of the container with
 	// that ID has succeeded; nil: no prober, running means started.
 	StartupDone func(containerID string) bool
@@ -91,6 +94,13 @@ type EnvSource interface {
 type Resources interface {
 	PodCgroupParent(pod *v1.Pod) string
 	ContainerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources
+}
+
+// Devices gives a container what device plugins allocated it: the
+// envs, mounts, devices, annotations and CDI devices of a CRI container
+// config (the other fields unset); nil when it has none.
+type Devices interface {
+	RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (*runtimeapi.ContainerConfig, error)
 }
 
 // Manager syncs pods against the runtime.

@@ -277,6 +277,8 @@ func (n *node) launch(extraArgs ...string) error {
 		"--root-dir", n.root,
 		"--pod-manifest-path", n.manifests,
 		"--hostname-override", n.hostname(),
+		// Each node's own, not upstream's fixed one shared by the machine.
+		"--device-plugin-dir", n.devicePluginDir(),
 		"--v", "2",
 	}, append(n.args, extraArgs...)...)
 	n.cmd = exec.Command(skiffBin, args...)
@@ -332,6 +334,9 @@ func (n *node) stop() {
 	}
 	n.cmd = nil
 }
+
+// devicePluginDir is where the node's device plugins register.
+func (n *node) devicePluginDir() string { return filepath.Join(n.root, "device-plugins") }
 
 func (n *node) url(path string) string {
 	host := n.host

@@ -148,6 +148,7 @@ func startSkiffIn(t *testing.T, sd *systemdNS, n *node, endpoint string) {
 		"--root-dir", n.root,
 		"--pod-manifest-path", n.manifests,
 		"--hostname-override", nodeName,
+		"--device-plugin-dir", n.devicePluginDir(),
 		"--v", "2",
 	}, n.args...)
 	sd.service("skiff-e2e-kubelet", n.logPath, argv...)
