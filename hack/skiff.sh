@@ -73,6 +73,11 @@ stop() {
 		[[ -d /proc/$pid ]] && kill -KILL "$pid"
 	fi
 	rm -f "$PIDFILE"
+	# Skiff serves device plugins where upstream does, whatever --root-dir
+	# says. Left behind, /var/lib/kubelet makes kubeadm's preflight (and
+	# TestKubeadmJoin) refuse the machine: remove it unless it holds more.
+	rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+	rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
 	echo "skiff.sh: stopped"
 }
 
