@@ -94,7 +94,8 @@ func (k *Kubelet) observeWorker(op string, start time.Time) {
 }
 
 // computeStatus computes the pod's API status and hands it to the status
-// manager, which keeps it and reports it.
+// manager, which keeps it and reports it. It returns the status as
+// computed, whose phase may be terminal before the stored one is.
 func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminating bool) v1.PodStatus {
 	old, ok := k.statuses.Status(pod.UID)
 	if !ok {
@@ -113,10 +114,13 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Probes:      k.prober,
 	})
 	applyFailure(rec.failure, &s)
-	holdTerminalPhase(old, &s, st)
+	// The phase decides the pod's course (a terminal pod's worker stops
+	// it); the status stored holds it back until its containers stopped.
+	stored := *s.DeepCopy()
+	holdTerminalPhase(old, &stored, st)
 	// Before the status is stored: once reported, the start is over.
-	k.startup.Status(pod, &s)
-	k.statuses.SetPodStatus(pod, s)
+	k.startup.Status(pod, &stored)
+	k.statuses.SetPodStatus(pod, stored)
 	k.prober.StatusStored(pod.UID)
 	return s
 }
