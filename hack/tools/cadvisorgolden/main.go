@@ -45,7 +45,9 @@ func kubeletLabels(c *info.ContainerInfo) map[string]string {
 	}
 }
 
-type provider struct{ containers map[string]*info.ContainerInfo }
+type provider struct {
+	containers map[string]*info.ContainerInfo
+}
 
 func (p provider) GetRequestedContainersInfo(string, v2.RequestOptions) (map[string]*info.ContainerInfo, error) {
 	return p.containers, nil
