@@ -68,15 +68,17 @@ func (p *Provider) cadvisorScrape(r *http.Request) cadvisorScrape {
 	p.mu.RLock()
 	s := p.snap
 	p.mu.RUnlock()
+	failed := false
 	if s == nil || !s.withCadvisor {
 		if err := p.Sample(r.Context()); err != nil {
 			klog.ErrorS(err, "Sampling for /metrics/cadvisor failed")
+			failed = true
 		}
 		p.mu.RLock()
 		s = p.snap
 		p.mu.RUnlock()
 	}
-	sc := cadvisorScrape{now: p.now(), machine: p.machine(), devices: &p.devices, failed: s == nil}
+	sc := cadvisorScrape{now: p.now(), machine: p.machine(), devices: &p.devices, failed: failed || s == nil}
 	if s != nil {
 		sc.entities = s.cadvisor
 	}

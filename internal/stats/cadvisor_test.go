@@ -388,17 +388,27 @@ func TestCadvisorUnlimited(t *testing.T) {
 	}
 }
 
-// Before any sample can be taken (the runtime is down), the scrape says so
-// in container_scrape_error and still shows the machine.
+// When the scrape's sample fails (the runtime is down), before any sample
+// or after samples without the cAdvisor figures, the scrape says so in
+// container_scrape_error and still shows the machine.
 func TestCadvisorScrapeError(t *testing.T) {
-	p := cadvisorFixture(t, 1, false)
-	p.cfg.Runtime.(verboseContainers).FakeRuntimeService.InjectError("ListPodSandbox", fmt.Errorf("runtime down"))
-	mfs := scrapeCadvisor(t, p)
-	if got := series(t, mfs, "container_scrape_error", nil); got != 1 {
-		t.Errorf("container_scrape_error %v, want 1", got)
-	}
-	if got := series(t, mfs, "machine_cpu_cores", nil); got != 2 {
-		t.Errorf("machine_cpu_cores %v", got)
+	for _, earlier := range []bool{false, true} {
+		t.Run(fmt.Sprintf("earlier sample=%v", earlier), func(t *testing.T) {
+			p := cadvisorFixture(t, 1, false)
+			if earlier {
+				if err := p.Sample(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.cfg.Runtime.(verboseContainers).FakeRuntimeService.InjectError("ListPodSandbox", fmt.Errorf("runtime down"))
+			mfs := scrapeCadvisor(t, p)
+			if got := series(t, mfs, "container_scrape_error", nil); got != 1 {
+				t.Errorf("container_scrape_error %v, want 1", got)
+			}
+			if got := series(t, mfs, "machine_cpu_cores", nil); got != 2 {
+				t.Errorf("machine_cpu_cores %v", got)
+			}
+		})
 	}
 }
 
@@ -442,5 +452,33 @@ func BenchmarkSample100Pods(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Samples read the cgroup figures only while /metrics/cadvisor is
+// scraped: not before the first scrape, and not once it has not been
+// scraped for cadvisorIdle.
+func TestCadvisorFiguresOnlyWhileScraped(t *testing.T) {
+	p := cadvisorFixture(t, 1, false)
+	now := testTime
+	p.now = func() time.Time { return now }
+	entities := func() int {
+		t.Helper()
+		if err := p.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return len(p.snap.cadvisor)
+	}
+	if n := entities(); n != 0 {
+		t.Errorf("%d entities read before any scrape", n)
+	}
+	scrapeCadvisor(t, p)
+	now = now.Add(cadvisorIdle - time.Second)
+	if n := entities(); n != 3 {
+		t.Errorf("%d entities read while scraped, want 3", n)
+	}
+	now = now.Add(2 * time.Second)
+	if n := entities(); n != 0 {
+		t.Errorf("%d entities read %v after the last scrape", n, cadvisorIdle+time.Second)
 	}
 }
