@@ -149,7 +149,8 @@ func checkAgreesWithSummary(t *testing.T, cn *clusterNode, pod string) {
 		sel := map[string]string{"namespace": cn.ns, "pod": pod, "container": "main"}
 		cpu := findMetric(mfs, "container_cpu_usage_seconds_total", sel)
 		ws := findMetric(mfs, "container_memory_working_set_bytes", sel)
-		if cpu == nil || ws == nil || cpu.GetTimestampMs() != c.CPU.Time.UnixMilli() {
+		// The summary's times have whole seconds; samples are 10 s apart.
+		if cpu == nil || ws == nil || cpu.GetTimestampMs()/1000 != c.CPU.Time.Unix() {
 			return false, nil // a new sample between the two requests
 		}
 		if got, want := cpu.GetCounter().GetValue(), float64(val(c.CPU.UsageCoreNanoSeconds))/1e9; math.Abs(got-want) > 1e-9 {
