@@ -66,7 +66,8 @@ func (c cgroups) stats(path, proc string) (cgStats, error) {
 
 func (c cgroups) statsV1(path string, s *cgStats) error {
 	var err error
-	if s.cpuMem, err = c.readV1(path); err != nil {
+	var memStat map[string]uint64
+	if s.cpuMem, memStat, err = c.readV1Stat(path); err != nil {
 		return err
 	}
 	cpu, acct, mem := filepath.Join(c.root, "cpu", path), filepath.Join(c.root, "cpuacct", path), filepath.Join(c.root, "memory", path)
@@ -86,11 +87,10 @@ func (c cgroups) statsV1(path string, s *cgStats) error {
 	s.maxUsage = readOr0(filepath.Join(mem, "memory.max_usage_in_bytes"))
 	s.failcnt = readOr0(filepath.Join(mem, "memory.failcnt"))
 	s.kernel = readOr0(filepath.Join(mem, "memory.kmem.usage_in_bytes"))
-	if st, err := readKeyValues(filepath.Join(mem, "memory.stat")); err == nil {
-		s.cache, s.swap, s.mappedFile = st["total_cache"], st["total_swap"], st["total_mapped_file"]
-		s.activeFile, s.inactiveFile = st["total_active_file"], st["total_inactive_file"]
-		s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
-	}
+	st := memStat
+	s.cache, s.swap, s.mappedFile = st["total_cache"], st["total_swap"], st["total_mapped_file"]
+	s.activeFile, s.inactiveFile = st["total_active_file"], st["total_inactive_file"]
+	s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
 	if st, err := readKeyValues(filepath.Join(mem, "memory.oom_control")); err == nil {
 		s.oomKills = st["oom_kill"]
 	}
@@ -102,14 +102,13 @@ func (c cgroups) statsV1(path string, s *cgStats) error {
 
 func (c cgroups) statsV2(path string, s *cgStats) error {
 	var err error
-	if s.cpuMem, err = c.readV2(path); err != nil {
+	var cpu, st map[string]uint64
+	if s.cpuMem, cpu, st, err = c.readV2Stat(path); err != nil {
 		return err
 	}
 	dir := filepath.Join(c.root, path)
-	if st, err := readKeyValues(filepath.Join(dir, "cpu.stat")); err == nil {
-		s.cpuUser, s.cpuSystem = st["user_usec"]*1000, st["system_usec"]*1000
-		s.periods, s.throttled, s.throttledNanos = st["nr_periods"], st["nr_throttled"], st["throttled_usec"]*1000
-	}
+	s.cpuUser, s.cpuSystem = cpu["user_usec"]*1000, cpu["system_usec"]*1000
+	s.periods, s.throttled, s.throttledNanos = cpu["nr_periods"], cpu["nr_throttled"], cpu["throttled_usec"]*1000
 	if w := readOr0(filepath.Join(dir, "cpu.weight")); w > 0 {
 		s.shares = 2 + (w-1)*262142/9999 // cpu.weight back to shares, as cAdvisor
 	}
@@ -124,11 +123,9 @@ func (c cgroups) statsV2(path string, s *cgStats) error {
 	s.reservation = readOr0(filepath.Join(dir, "memory.min"))
 	s.maxUsage = readOr0(filepath.Join(dir, "memory.peak"))
 	s.swap = readOr0(filepath.Join(dir, "memory.swap.current"))
-	if st, err := readKeyValues(filepath.Join(dir, "memory.stat")); err == nil {
-		s.cache, s.mappedFile = st["file"], st["file_mapped"]
-		s.activeFile, s.inactiveFile = st["active_file"], st["inactive_file"]
-		s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
-	}
+	s.cache, s.mappedFile = st["file"], st["file_mapped"]
+	s.activeFile, s.inactiveFile = st["active_file"], st["inactive_file"]
+	s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
 	if st, err := readKeyValues(filepath.Join(dir, "memory.events")); err == nil {
 		s.oomKills = st["oom_kill"]
 	}
