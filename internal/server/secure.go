@@ -87,9 +87,6 @@ func (s *Secure) Run(ctx context.Context) error {
 func secureMux(cfg SecureConfig) *http.ServeMux {
 	mux := http.NewServeMux()
 	installCommon(mux, cfg.Host, cfg.Stats, cfg.Metrics)
-	mux.HandleFunc("/metrics/cadvisor", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "cAdvisor metrics are not served by Skiff: see /metrics/resource and /stats/summary", http.StatusNotFound)
-	})
 	mux.HandleFunc("GET /configz", func(w http.ResponseWriter, r *http.Request) { writeConfigz(w, cfg.Config) })
 	if !cfg.Debugging {
 		disabled := disabledEndpoint("Debug endpoints are disabled.")

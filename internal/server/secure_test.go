@@ -228,7 +228,6 @@ func TestStreamingErrors(t *testing.T) {
 		{"PUT", "/exec/ns1/web/main?command=ls&output=1", 405, ""},
 		{"GET", "/run/ns1/web/main?cmd=ls", 405, ""},
 		{"POST", "/run/ns1/web/main", 400, "missing cmd"},
-		{"GET", "/metrics/cadvisor", 404, "cAdvisor metrics are not served by Skiff"},
 		{"GET", "/containerLogs/ns1/web/main", 200, "logs of main"},
 		{"GET", "/containerLogs/ns1/web/Bad", 400, `invalid container name "Bad"`},
 	} {

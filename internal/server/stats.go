@@ -11,14 +11,16 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// StatsProvider is what /stats/summary and /metrics/resource show.
+// StatsProvider is what /stats/summary, /metrics/resource and
+// /metrics/cadvisor show.
 type StatsProvider interface {
 	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
 	ResourceHandler() http.Handler
+	CadvisorHandler() http.Handler
 }
 
-// StatsRoutes returns what adds /stats/summary and /metrics/resource to a
-// mux; both servers serve them, as upstream does.
+// StatsRoutes returns what adds /stats/summary, /metrics/resource and
+// /metrics/cadvisor to a mux; both servers serve them, as upstream does.
 func StatsRoutes(sp StatsProvider) func(mux *http.ServeMux) {
 	return func(mux *http.ServeMux) { registerStats(mux, sp) }
 }
@@ -28,6 +30,7 @@ func registerStats(mux *http.ServeMux, sp StatsProvider) {
 		return
 	}
 	mux.Handle("GET /metrics/resource", sp.ResourceHandler())
+	mux.Handle("GET /metrics/cadvisor", sp.CadvisorHandler())
 	mux.HandleFunc("GET /stats/summary", func(w http.ResponseWriter, r *http.Request) {
 		only := false
 		if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -25,6 +26,10 @@ func (f *fakeStats) ResourceHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("resource")) })
 }
 
+func (f *fakeStats) CadvisorHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("cadvisor")) })
+}
+
 func TestStatsRoutes(t *testing.T) {
 	for _, tc := range []struct {
 		url      string
@@ -38,6 +43,7 @@ func TestStatsRoutes(t *testing.T) {
 		{"/stats/summary?only_cpu_and_memory=yes-please", nil, http.StatusBadRequest, nil},
 		{"/stats/summary", errors.New("runtime down"), http.StatusInternalServerError, []bool{false}},
 		{"/metrics/resource", nil, http.StatusOK, nil},
+		{"/metrics/cadvisor", nil, http.StatusOK, nil},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			sp := &fakeStats{err: tc.err}
@@ -51,7 +57,11 @@ func TestStatsRoutes(t *testing.T) {
 			if len(sp.only) != len(tc.wantOnly) || (len(sp.only) == 1 && sp.only[0] != tc.wantOnly[0]) {
 				t.Errorf("summary calls %v, want %v", sp.only, tc.wantOnly)
 			}
-			if tc.wantCode == http.StatusOK && tc.url != "/metrics/resource" {
+			if path := strings.TrimPrefix(tc.url, "/metrics/"); path != tc.url {
+				if rec.Body.String() != path {
+					t.Errorf("body %q, want %q's", rec.Body, path)
+				}
+			} else if tc.wantCode == http.StatusOK {
 				var s statsapi.Summary
 				if err := json.NewDecoder(rec.Body).Decode(&s); err != nil || s.Node.NodeName != "n1" {
 					t.Errorf("body: %v %+v", err, s)

@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -43,45 +42,54 @@ func (c cgroups) read(path string) (cpuMem, error) {
 }
 
 func (c cgroups) readV1(path string) (cpuMem, error) {
+	out, _, err := c.readV1Stat(path)
+	return out, err
+}
+
+// readV1Stat is readV1 with the memory.stat it read.
+func (c cgroups) readV1Stat(path string) (cpuMem, map[string]uint64, error) {
 	var out cpuMem
 	var err error
 	if out.cpuNanos, err = readUint(filepath.Join(c.root, "cpuacct", path, "cpuacct.usage")); err != nil {
-		return out, err
+		return out, nil, err
 	}
 	mem := filepath.Join(c.root, "memory", path)
 	if out.usage, err = readUint(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
-		return out, err
+		return out, nil, err
 	}
 	st, err := readKeyValues(filepath.Join(mem, "memory.stat"))
 	if err != nil {
-		return out, err
+		return out, nil, err
 	}
 	// total_* are hierarchical: they include the children, like usage.
 	out.workingSet = sub(out.usage, st["total_inactive_file"])
 	out.rss = st["total_rss"]
 	out.pageFaults, out.majorPageFaults = st["total_pgfault"], st["total_pgmajfault"]
-	return out, nil
+	return out, st, nil
 }
 
 func (c cgroups) readV2(path string) (cpuMem, error) {
-	var out cpuMem
+	out, _, _, err := c.readV2Stat(path)
+	return out, err
+}
+
+// readV2Stat is readV2 with the cpu.stat and memory.stat it read.
+func (c cgroups) readV2Stat(path string) (out cpuMem, cpu, st map[string]uint64, err error) {
 	dir := filepath.Join(c.root, path)
-	cpu, err := readKeyValues(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return out, err
+	if cpu, err = readKeyValues(filepath.Join(dir, "cpu.stat")); err != nil {
+		return out, nil, nil, err
 	}
 	out.cpuNanos = cpu["usage_usec"] * 1000
 	if out.usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
-		return out, err
+		return out, nil, nil, err
 	}
-	st, err := readKeyValues(filepath.Join(dir, "memory.stat"))
-	if err != nil {
-		return out, err
+	if st, err = readKeyValues(filepath.Join(dir, "memory.stat")); err != nil {
+		return out, nil, nil, err
 	}
 	out.workingSet = sub(out.usage, st["inactive_file"])
 	out.rss = st["anon"]
 	out.pageFaults, out.majorPageFaults = st["pgfault"], st["pgmajfault"]
-	return out, nil
+	return out, cpu, st, nil
 }
 
 // cgroupPath turns an OCI spec's linux.cgroupsPath into a path under the
@@ -140,9 +148,16 @@ func readKeyValues(path string) (map[string]uint64, error) {
 		return nil, err
 	}
 	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	// Line by line without a bufio.Scanner, whose 4 KiB buffer per file
+	// was most of what a sample allocated.
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		f := strings.Fields(string(line))
 		if len(f) < 2 {
 			continue
 		}
@@ -155,5 +170,5 @@ func readKeyValues(path string) (map[string]uint64, error) {
 		}
 		out[strings.TrimSuffix(f[0], ":")] = v
 	}
-	return out, sc.Err()
+	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // write creates path under dir with content, making directories.
-func write(t *testing.T, dir, path, content string) {
+func write(t testing.TB, dir, path, content string) {
 	t.Helper()
 	full := filepath.Join(dir, path)
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -48,7 +48,7 @@ const netDevNode = netDevFile + `  ens5: 7000      70    0    0    0     0      
 `
 
 // fakeProc lays out the /proc files the node figures come from.
-func fakeProc(t *testing.T, dir string) {
+func fakeProc(t testing.TB, dir string) {
 	write(t, dir, "meminfo", "MemTotal:        8388608 kB\nMemFree:         4194304 kB\nInactive(file):   1048576 kB\nAnonPages:  524288 kB\n")
 	write(t, dir, "stat", "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 100 0 50 1000 10 0 0 0 0 0\nbtime 1700000000\n")
 	write(t, dir, "vmstat", "pgfault 77\npgmajfault 7\n")

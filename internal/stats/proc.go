@@ -86,14 +86,21 @@ func (h host) bootTime() time.Time {
 	return time.Unix(int64(st["btime"]), 0)
 }
 
-// netDev parses a /proc/<pid>/net/dev file, leaving out loopback and the
-// host ends of pod veths (they count pod traffic twice).
-func netDev(path string) ([]statsapi.InterfaceStats, error) {
+// netCounters is one interface's line of /proc/<pid>/net/dev.
+type netCounters struct {
+	name                                  string
+	rxBytes, rxPackets, rxErrors, rxDrops uint64
+	txBytes, txPackets, txErrors, txDrops uint64
+}
+
+// netDevCounters parses a /proc/<pid>/net/dev file, leaving out loopback
+// and the host ends of pod veths (they count pod traffic twice).
+func netDevCounters(path string) ([]netCounters, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var out []statsapi.InterfaceStats
+	var out []netCounters
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		name, rest, ok := strings.Cut(sc.Text(), ":")
@@ -105,13 +112,27 @@ func netDev(path string) ([]statsapi.InterfaceStats, error) {
 		if len(f) < 16 {
 			continue
 		}
-		n := func(i int) *uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return &v }
+		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
 		// receive: bytes packets errs drop ...; transmit from field 8 on.
-		out = append(out, statsapi.InterfaceStats{
-			Name: name, RxBytes: n(0), RxErrors: n(2), TxBytes: n(8), TxErrors: n(10),
-		})
+		out = append(out, netCounters{name: name,
+			rxBytes: n(0), rxPackets: n(1), rxErrors: n(2), rxDrops: n(3),
+			txBytes: n(8), txPackets: n(9), txErrors: n(10), txDrops: n(11)})
 	}
 	return out, sc.Err()
+}
+
+// netDev is netDevCounters as the summary API's InterfaceStats.
+func netDev(path string) ([]statsapi.InterfaceStats, error) {
+	c, err := netDevCounters(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []statsapi.InterfaceStats
+	for _, i := range c {
+		out = append(out, statsapi.InterfaceStats{Name: i.name,
+			RxBytes: ptr(i.rxBytes), RxErrors: ptr(i.rxErrors), TxBytes: ptr(i.txBytes), TxErrors: ptr(i.txErrors)})
+	}
+	return out, nil
 }
 
 // network builds NetworkStats from interfaces, the main one being def

@@ -9,6 +9,7 @@ package stats
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,9 @@ type Config struct {
 	// PodsCgroup is the cgroup of all pods (e.g. /kubepods), shown as the
 	// "pods" system container; none when empty.
 	PodsCgroup string
+	// SysRoot and EtcRoot default to /sys and /etc: the machine's identity
+	// and block device names for /metrics/cadvisor.
+	SysRoot, EtcRoot string
 }
 
 // Provider samples the node and its pods and builds summaries.
@@ -44,6 +48,14 @@ type Provider struct {
 	prev         map[string]cpuPoint // last CPU readings, for rates
 	sbStatsOff   time.Time           // ListPodSandboxStats failed: skip it until then
 	sbStatsRetry time.Duration       // the last wait after a failure, 0 after a success
+	ctrInfo      map[string]ctrInfo  // by container ID, for /metrics/cadvisor
+	// cadvisorAsked is when /metrics/cadvisor was last scraped (Unix
+	// nanoseconds): samples read its cgroup figures only while it is.
+	cadvisorAsked atomic.Int64
+
+	machineOnce sync.Once
+	machineInfo machineInfo
+	devices     deviceNames
 
 	mu   sync.RWMutex
 	snap *snapshot
@@ -64,13 +76,27 @@ func New(cfg Config) *Provider {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
 	}
-	return &Provider{
-		cfg:    cfg,
-		host:   host{cg: detectCgroups(cfg.CgroupRoot), proc: cfg.ProcRoot},
-		now:    time.Now,
-		sbInfo: map[string]sandboxInfo{},
-		prev:   map[string]cpuPoint{},
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
+	if cfg.EtcRoot == "" {
+		cfg.EtcRoot = "/etc"
+	}
+	return &Provider{
+		cfg:     cfg,
+		host:    host{cg: detectCgroups(cfg.CgroupRoot), proc: cfg.ProcRoot},
+		now:     time.Now,
+		sbInfo:  map[string]sandboxInfo{},
+		prev:    map[string]cpuPoint{},
+		ctrInfo: map[string]ctrInfo{},
+		devices: deviceNames{sys: cfg.SysRoot},
+	}
+}
+
+// machine is the machine's info, read at first use.
+func (p *Provider) machine() *machineInfo {
+	p.machineOnce.Do(func() { p.machineInfo = readMachine(p.cfg.ProcRoot, p.cfg.SysRoot, p.cfg.EtcRoot) })
+	return &p.machineInfo
 }
 
 // Run samples until ctx ends.
@@ -117,6 +143,10 @@ type snapshot struct {
 	containerFs *fsSample
 	defaultNIC  string
 	pods        map[types.UID]*podSample
+	// cadvisor is the same, as cAdvisor shows them; withCadvisor tells
+	// whether it was read (a sample reads it only while it is scraped).
+	cadvisor     []*cadvisorEntity
+	withCadvisor bool
 }
 
 // cpuPoint is a cumulative CPU reading at a time.

@@ -20,11 +20,13 @@ import (
 // podSample is one pod's CPU, memory and network in a snapshot.
 type podSample struct {
 	ref        cri.PodRef
+	sandboxID  string
 	start      time.Time // sandbox creation
 	t          time.Time
 	cpuMem     *cpuMem // totals; from cgroups, the sandbox's plus its containers
 	rate       *uint64
 	runtime    bool // the runtime's sandbox stats gave the totals
+	whole      bool // the totals hold the containers: runtime or pod cgroup
 	processes  *uint64
 	net        []statsapi.InterfaceStats
 	containers []*containerSample
@@ -51,6 +53,7 @@ type fsSample struct {
 type sandboxInfo struct {
 	pid        int
 	cgroupPath string
+	image      string
 }
 
 // After ListPodSandboxStats fails, it is left alone for a while, doubling
@@ -91,7 +94,7 @@ func (p *Provider) Sample(ctx context.Context) error {
 			cs.cpu.UsageNanoCores = p.rate(next, "ctr/"+c.Id, cpuPoint{cs.cpu.Time.Time, *cs.cpu.UsageCoreNanoSeconds})
 		}
 		ps.containers = append(ps.containers, cs)
-		if !ps.runtime {
+		if !ps.whole {
 			addContainer(ps.cpuMem, cs)
 		}
 	}
@@ -101,6 +104,9 @@ func (p *Provider) Sample(ctx context.Context) error {
 		}
 	}
 	p.prev = next
+	if p.now().Sub(time.Unix(0, p.cadvisorAsked.Load())) < cadvisorIdle {
+		p.sampleCadvisor(ctx, s)
+	}
 	p.mu.Lock()
 	p.snap = s
 	p.mu.Unlock()
@@ -151,7 +157,7 @@ func (p *Provider) samplePods(ctx context.Context, s *snapshot, sandboxes []*run
 		if !ok {
 			continue
 		}
-		ps := &podSample{ref: ref, start: time.Unix(0, sb.CreatedAt), t: s.t}
+		ps := &podSample{ref: ref, sandboxID: sb.Id, start: time.Unix(0, sb.CreatedAt), t: s.t}
 		s.pods[ref.UID] = ps
 		bySandbox[sb.Id] = ps
 		// The sandbox's pid and cgroup (one verbose status call, then
@@ -213,7 +219,7 @@ func (p *Provider) fromSandboxStats(ps *podSample, l *runtimeapi.LinuxPodSandbox
 		cm.pageFaults, cm.majorPageFaults = m.GetPageFaults().GetValue(), m.GetMajorPageFaults().GetValue()
 	}
 	ps.t = time.Unix(0, l.GetCpu().GetTimestamp())
-	ps.cpuMem, ps.runtime = cm, true
+	ps.cpuMem, ps.runtime, ps.whole = cm, true, true
 	ps.rate = p.rate(next, "pod/"+string(ps.ref.UID), cpuPoint{ps.t, cm.cpuNanos})
 	for _, i := range l.GetNetwork().GetInterfaces() {
 		ps.net = append(ps.net, statsapi.InterfaceStats{Name: i.Name,
@@ -225,14 +231,23 @@ func (p *Provider) fromSandboxStats(ps *podSample, l *runtimeapi.LinuxPodSandbox
 	}
 }
 
-// fromCgroups starts a pod's totals with its sandbox (pause) cgroup; the
-// containers are added as they are read.
+// fromCgroups reads a pod's totals from its pod cgroup, the sandbox's
+// parent, as upstream does. Without one (no cgroupsPerQOS) they start with
+// the sandbox (pause) cgroup and the containers are added as they are read.
 func (p *Provider) fromCgroups(ps *podSample, info sandboxInfo) {
 	ps.cpuMem = &cpuMem{}
-	if info.cgroupPath != "" {
-		if m, err := p.host.cg.read(cgroupPath(info.cgroupPath)); err == nil {
-			*ps.cpuMem = m
+	if info.cgroupPath == "" {
+		return
+	}
+	sb := cgroupPath(info.cgroupPath)
+	if pod := path.Dir(sb); isPodCgroup(pod) {
+		if m, err := p.host.cg.read(pod); err == nil {
+			*ps.cpuMem, ps.whole = m, true
+			return
 		}
+	}
+	if m, err := p.host.cg.read(sb); err == nil {
+		*ps.cpuMem = m
 	}
 }
 
@@ -241,18 +256,11 @@ func (p *Provider) readSandboxInfo(ctx context.Context, id string) sandboxInfo {
 	if err != nil {
 		return sandboxInfo{}
 	}
-	var v struct {
-		Pid         int `json:"pid"`
-		RuntimeSpec struct {
-			Linux struct {
-				CgroupsPath string `json:"cgroupsPath"`
-			} `json:"linux"`
-		} `json:"runtimeSpec"`
-	}
+	var v verboseInfo
 	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &v); err != nil {
 		return sandboxInfo{}
 	}
-	return sandboxInfo{pid: v.Pid, cgroupPath: v.RuntimeSpec.Linux.CgroupsPath}
+	return sandboxInfo{pid: v.Pid, cgroupPath: v.RuntimeSpec.Linux.CgroupsPath, image: v.Image}
 }
 
 // runtimeFs is the runtime's image filesystem and the one its containers
