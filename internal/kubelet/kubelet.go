@@ -40,6 +40,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
+	"github.com/skiff-sh/skiff/internal/volumemanager"
 )
 
 const (
@@ -119,14 +120,16 @@ type Kubelet struct {
 	sources  []string // names of the configured sources
 	recorder podruntime.Recorder
 	volumes  *volume.Manager
-	startup  *podstartup.Tracker
-	stats    *stats.Provider
-	local    *admission.Local // node-local admission checks
-	cgroups  PodCgroups
-	logsDir  string // podLogsDir: /var/log/pods
-	prober   *prober.Manager
-	cluster  cluster // the apiserver side; does nothing standalone
-	eviction evictionManagers
+	// volumeManager sets up and tears down pods' volumes (of volumes).
+	volumeManager *volumemanager.Manager
+	startup       *podstartup.Tracker
+	stats         *stats.Provider
+	local         *admission.Local // node-local admission checks
+	cgroups       PodCgroups
+	logsDir       string // podLogsDir: /var/log/pods
+	prober        *prober.Manager
+	cluster       cluster // the apiserver side; does nothing standalone
+	eviction      evictionManagers
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -161,7 +164,7 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
-	k.volumes = k.newVolumes(d.Client)
+	k.volumes, k.volumeManager = k.newVolumes(d.Client)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
@@ -242,6 +245,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	spawn(k.workers.Run)
+	spawn(k.volumeManager.Run)
 	spawn(k.prober.Run)
 	updates := make(chan podsource.Update, 16)
 	if err := k.cluster.run(ctx, spawn, updates); err != nil {
