@@ -32,6 +32,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/pleg"
+	"github.com/skiff-sh/skiff/internal/pluginwatcher"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podstartup"
@@ -122,6 +123,7 @@ type Kubelet struct {
 	volumes  *volume.Manager
 	// volumeManager sets up and tears down pods' volumes (of volumes).
 	volumeManager *volumemanager.Manager
+	plugins       *pluginwatcher.Watcher // registers CSI drivers
 	startup       *podstartup.Tracker
 	stats         *stats.Provider
 	local         *admission.Local // node-local admission checks
@@ -165,6 +167,7 @@ func New(d Deps) (*Kubelet, error) {
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
 	k.volumes, k.volumeManager = k.newVolumes(d.Client)
+	k.plugins = k.newPlugins(d.Client)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
@@ -246,6 +249,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	spawn(k.workers.Run)
 	spawn(k.volumeManager.Run)
+	spawn(k.runPlugins)
 	spawn(k.prober.Run)
 	updates := make(chan podsource.Update, 16)
 	if err := k.cluster.run(ctx, spawn, updates); err != nil {

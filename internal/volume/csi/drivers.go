@@ -1,0 +1,148 @@
+// Package csi is the node side of the Container Storage Interface: it
+// registers CSI drivers that announce themselves in the plugin registry
+// (the pluginwatcher's handler of type CSIPlugin), publishes what they say
+// of the node in the CSINode object and the Node, and calls their node
+// service. Every call to a driver has a deadline.
+package csi
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/pluginwatcher"
+)
+
+// Config configures Drivers.
+type Config struct {
+	NodeName string
+	// Nodes and CSINodes are the apiserver's; nil standalone, where
+	// nothing is published.
+	Nodes    corev1client.NodeInterface
+	CSINodes storagev1client.CSINodeInterface
+	// CallTimeout bounds each call to a driver; 2 minutes when zero.
+	CallTimeout time.Duration
+}
+
+// Drivers is the registry of CSI drivers on this node.
+type Drivers struct {
+	cfg  Config
+	info *nodeInfoManager // nil standalone
+
+	mu      sync.Mutex
+	drivers map[string]driver
+}
+
+// driver is a registered driver: where its node service listens.
+type driver struct {
+	endpoint string
+	version  string
+}
+
+var _ pluginwatcher.Handler = (*Drivers)(nil)
+
+// New returns an empty registry.
+func New(cfg Config) *Drivers {
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = callTimeout
+	}
+	d := &Drivers{cfg: cfg, drivers: map[string]driver{}}
+	if cfg.Nodes != nil && cfg.CSINodes != nil {
+		d.info = &nodeInfoManager{nodeName: cfg.NodeName, nodes: cfg.Nodes, csiNodes: cfg.CSINodes}
+	}
+	return d
+}
+
+// Validate refuses a driver whose name could not name a CSIDriver object
+// (nor a directory of Skiff's: no "/" and no "..") or that speaks no CSI
+// 1.x version.
+func (d *Drivers) Validate(info pluginwatcher.Info) error {
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(info.Name)); len(errs) > 0 || strings.Contains(info.Name, "/") {
+		return fmt.Errorf("driver name %q is not a valid CSI driver name: %s", info.Name, strings.Join(errs, "; "))
+	}
+	if !strings.HasPrefix(info.Endpoint, "/") {
+		return fmt.Errorf("driver %s: endpoint %q is not an absolute socket path", info.Name, info.Endpoint)
+	}
+	if _, err := highestVersion(info.Versions); err != nil {
+		return fmt.Errorf("driver %s: %w", info.Name, err)
+	}
+	return nil
+}
+
+// highestVersion picks the highest CSI 1.x version among those offered.
+func highestVersion(versions []string) (string, error) {
+	best, bestMinor := "", -1
+	for _, v := range versions {
+		parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+		if len(parts) == 0 || parts[0] != "1" {
+			continue
+		}
+		minor := 0
+		if len(parts) > 1 {
+			m, err := strconv.Atoi(parts[1])
+			if err != nil {
+				continue
+			}
+			minor = m
+		}
+		if minor > bestMinor {
+			best, bestMinor = v, minor
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("none of the versions specified %q are supported; Skiff speaks CSI 1.x", versions)
+	}
+	return best, nil
+}
+
+// Register asks the driver for its node information, publishes it, and
+// makes the driver available to volumes. A failure leaves nothing
+// registered.
+func (d *Drivers) Register(ctx context.Context, info pluginwatcher.Info) error {
+	version, err := highestVersion(info.Versions)
+	if err != nil {
+		return err
+	}
+	c, err := dialNode(info.Endpoint, d.cfg.CallTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ni, err := c.nodeGetInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if d.info != nil {
+		if err := d.info.install(ctx, info.Name, ni); err != nil {
+			return fmt.Errorf("publish node info of driver %s: %w", info.Name, err)
+		}
+	}
+	d.mu.Lock()
+	d.drivers[info.Name] = driver{endpoint: info.Endpoint, version: version}
+	d.mu.Unlock()
+	klog.InfoS("Registered CSI driver", "driver", info.Name, "endpoint", info.Endpoint, "nodeID", ni.nodeID,
+		"maxVolumes", ni.maxVolumes, "topology", ni.topology)
+	return nil
+}
+
+// Deregister forgets the driver and removes it from the CSINode and the
+// Node's annotation.
+func (d *Drivers) Deregister(ctx context.Context, info pluginwatcher.Info) {
+	d.mu.Lock()
+	delete(d.drivers, info.Name)
+	d.mu.Unlock()
+	if d.info != nil {
+		if err := d.info.uninstall(ctx, info.Name); err != nil {
+			klog.ErrorS(err, "Cannot remove a deregistered CSI driver from the node's objects", "driver", info.Name)
+		}
+	}
+	klog.InfoS("Deregistered CSI driver", "driver", info.Name)
+}
