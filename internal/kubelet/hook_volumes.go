@@ -48,8 +48,8 @@ func (h volumesHook) Teardown(ctx context.Context, ref container.PodRef) error {
 // newVolumes makes the volume types and the volume manager over them:
 // with an apiserver they read ConfigMaps, Secrets, service account
 // tokens, claims and PersistentVolumes from it.
-func (k *Kubelet) newVolumes(client kube.Interface) (*volume.Manager, *volumemanager.Manager) {
-	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable}
+func (k *Kubelet) newVolumes(client kube.Interface, csiDrivers volume.CSI) (*volume.Manager, *volumemanager.Manager) {
+	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable, CSI: csiDrivers}
 	if client != nil {
 		vc.Client = client
 		vc.Tokens = payload.New(client.CoreV1(), nil)

@@ -166,8 +166,9 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
-	k.volumes, k.volumeManager = k.newVolumes(d.Client)
-	k.plugins = k.newPlugins(d.Client)
+	csiDrivers := k.newCSIDrivers(d.Client)
+	k.volumes, k.volumeManager = k.newVolumes(d.Client, csiDrivers)
+	k.plugins = k.newPlugins(csiDrivers)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()

@@ -12,17 +12,23 @@ import (
 	"github.com/skiff-sh/skiff/internal/volume/csi"
 )
 
-// newPlugins makes the plugin watcher on <root-dir>/plugins_registry with
-// a handler per plugin type: CSI drivers, which publish their node
-// information through the apiserver when there is one.
-func (k *Kubelet) newPlugins(client kube.Interface) *pluginwatcher.Watcher {
-	cc := csi.Config{NodeName: k.cfg.NodeName}
+// newCSIDrivers makes the registry of CSI drivers, which publishes their
+// node information through the apiserver when there is one.
+func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
+	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir}
 	if client != nil {
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
+		cc.CSIDrivers = client.StorageV1().CSIDrivers()
 	}
+	return csi.New(cc)
+}
+
+// newPlugins makes the plugin watcher on <root-dir>/plugins_registry with
+// a handler per plugin type.
+func (k *Kubelet) newPlugins(drivers *csi.Drivers) *pluginwatcher.Watcher {
 	return pluginwatcher.New(pluginwatcher.Config{
 		Dir:      filepath.Join(k.cfg.RootDir, pluginwatcher.DirName),
-		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: csi.New(cc)},
+		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
 		Clock:    k.clock,
 	})
 }

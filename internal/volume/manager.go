@@ -48,6 +48,8 @@ type Config struct {
 	// Node returns this node's Node (false before it is registered); a
 	// PV's node affinity is checked against its labels. nil standalone.
 	Node func() (*v1.Node, bool)
+	// CSI stages and publishes CSI volumes; nil refuses them.
+	CSI CSI
 }
 
 // Manager sets volumes up and tears them down.
@@ -91,6 +93,8 @@ func (m *Manager) SetUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		return setUpHostPath(vol.HostPath)
 	case vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil:
 		return m.setUpClaim(ctx, pod, vol)
+	case vol.CSI != nil:
+		return m.setUpInlineCSI(ctx, pod, vol)
 	}
 	typ := sourceType(vol)
 	if driver, ok := migratedToCSI[typ]; ok {
@@ -106,9 +110,15 @@ func Refreshed(vol *v1.Volume) bool {
 	return vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil
 }
 
-// TearDown unmounts and removes everything of the pod on disk.
+// TearDown unpublishes the pod's CSI volumes, then unmounts and removes
+// everything of the pod on disk.
 func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	dir := m.PodDir(uid)
+	if m.cfg.CSI != nil {
+		if err := m.cfg.CSI.TearDownPod(ctx, dir); err != nil {
+			return err // nothing is unmounted under a driver's feet
+		}
+	}
 	var errs []error
 	for _, mp := range mountsUnder(dir) {
 		if err := unmount(mp); err != nil {

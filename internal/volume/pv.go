@@ -14,7 +14,8 @@ import (
 // PV's nodeAffinity must match this node, as upstream checks before every
 // mount. Sources: hostPath (what kind's and k3s's local-path-provisioner
 // makes) is used where it is; local is bind-mounted into the pod's
-// directory; every other source is refused with its name.
+// directory; csi is staged and published by its driver; every other
+// source is refused with its name.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
 	name, readOnly, ephemeral, _ := claimOf(pod, vol)
 	pv, err := m.resolveClaim(ctx, pod, name, ephemeral)
@@ -33,6 +34,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (
 	case src.Local != nil:
 		dir := filepath.Join(m.PodDir(pod.UID), "volumes", "kubernetes.io~local-volume", pv.Name)
 		return setUpLocal(src.Local.Path, dir, readOnly)
+	case src.CSI != nil:
+		return m.setUpCSIPV(ctx, pod, pv, readOnly)
 	}
 	typ := pvSourceType(&src)
 	if driver, ok := migratedToCSI[typ]; ok {

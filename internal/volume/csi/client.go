@@ -60,3 +60,56 @@ func (c *nodeClient) nodeGetInfo(ctx context.Context) (nodeInfo, error) {
 	}
 	return info, nil
 }
+
+// stagesVolumes tells whether the driver has the STAGE_UNSTAGE_VOLUME
+// node capability.
+func (c *nodeClient) stagesVolumes(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	r, err := c.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+	if err != nil {
+		return false, fmt.Errorf("NodeGetCapabilities: %w", err)
+	}
+	for _, cp := range r.GetCapabilities() {
+		if cp.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (c *nodeClient) stage(ctx context.Context, req *csipb.NodeStageVolumeRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.node.NodeStageVolume(ctx, req); err != nil {
+		return fmt.Errorf("NodeStageVolume: %w", err)
+	}
+	return nil
+}
+
+func (c *nodeClient) unstage(ctx context.Context, handle, stagingPath string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: stagingPath}); err != nil {
+		return fmt.Errorf("NodeUnstageVolume: %w", err)
+	}
+	return nil
+}
+
+func (c *nodeClient) publish(ctx context.Context, req *csipb.NodePublishVolumeRequest) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.node.NodePublishVolume(ctx, req); err != nil {
+		return fmt.Errorf("NodePublishVolume: %w", err)
+	}
+	return nil
+}
+
+func (c *nodeClient) unpublish(ctx context.Context, handle, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume: %w", err)
+	}
+	return nil
+}

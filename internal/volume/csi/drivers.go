@@ -24,10 +24,13 @@ import (
 // Config configures Drivers.
 type Config struct {
 	NodeName string
+	RootDir  string // --root-dir: staging paths live under RootDir/plugins
 	// Nodes and CSINodes are the apiserver's; nil standalone, where
-	// nothing is published.
-	Nodes    corev1client.NodeInterface
-	CSINodes storagev1client.CSINodeInterface
+	// nothing is published. CSIDrivers reads the CSIDriver objects that
+	// say how to mount a driver's volumes; nil: upstream's defaults.
+	Nodes      corev1client.NodeInterface
+	CSINodes   storagev1client.CSINodeInterface
+	CSIDrivers storagev1client.CSIDriverInterface
 	// CallTimeout bounds each call to a driver; 2 minutes when zero.
 	CallTimeout time.Duration
 }
@@ -39,6 +42,7 @@ type Drivers struct {
 
 	mu      sync.Mutex
 	drivers map[string]driver
+	locks   map[string]*volumeLock // by driver and handle
 }
 
 // driver is a registered driver: where its node service listens.
@@ -54,7 +58,7 @@ func New(cfg Config) *Drivers {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = callTimeout
 	}
-	d := &Drivers{cfg: cfg, drivers: map[string]driver{}}
+	d := &Drivers{cfg: cfg, drivers: map[string]driver{}, locks: map[string]*volumeLock{}}
 	if cfg.Nodes != nil && cfg.CSINodes != nil {
 		d.info = &nodeInfoManager{nodeName: cfg.NodeName, nodes: cfg.Nodes, csiNodes: cfg.CSINodes}
 	}
@@ -145,4 +149,45 @@ func (d *Drivers) Deregister(ctx context.Context, info pluginwatcher.Info) {
 		}
 	}
 	klog.InfoS("Deregistered CSI driver", "driver", info.Name)
+}
+
+// client connects to a registered driver's node service.
+func (d *Drivers) client(name string) (*nodeClient, error) {
+	d.mu.Lock()
+	drv, ok := d.drivers[name]
+	d.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("driver name %s not found in the list of registered CSI drivers", name)
+	}
+	return dialNode(drv.endpoint, d.cfg.CallTimeout)
+}
+
+// volumeLock serialises the operations on one volume of a driver:
+// staging and publishing for one pod against unpublishing and unstaging
+// for another.
+type volumeLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock locks the volume and returns its unlock.
+func (d *Drivers) lock(driver, handle string) func() {
+	key := driver + "^" + handle
+	d.mu.Lock()
+	l := d.locks[key]
+	if l == nil {
+		l = &volumeLock{}
+		d.locks[key] = l
+	}
+	l.users++
+	d.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		d.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(d.locks, key)
+		}
+		d.mu.Unlock()
+	}
 }
