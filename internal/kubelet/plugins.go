@@ -15,7 +15,9 @@ import (
 // newCSIDrivers makes the registry of CSI drivers, which publishes their
 // node information through the apiserver when there is one.
 func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
-	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir}
+	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir,
+		// Volumes that waited for a driver need not wait out their back-off.
+		Registered: func(string) { k.volumeManager.RetryNow() }}
 	if client != nil {
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
 		cc.CSIDrivers = client.StorageV1().CSIDrivers()

@@ -232,6 +232,17 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	return m.cfg.Mounter.TearDown(ctx, uid)
 }
 
+// RetryNow ends the back-off of every failed volume, for when a cause
+// may have gone away at once (a CSI driver registered).
+func (m *Manager) RetryNow() {
+	m.mu.Lock()
+	for _, op := range m.ops {
+		op.notBefore = time.Time{}
+	}
+	m.mu.Unlock()
+	m.poke()
+}
+
 func (m *Manager) poke() {
 	select {
 	case m.kick <- struct{}{}:

@@ -277,3 +277,27 @@ func TestTearDownWaitsForRunningSetupAndStopsRetries(t *testing.T) {
 		t.Errorf("a removed pod's volume was set up %d times", n)
 	}
 }
+
+func TestRetryNowEndsTheBackOff(t *testing.T) {
+	h := start(t)
+	var fail sync.Map
+	fail.Store("on", true)
+	h.mnt.set("csi", func(context.Context) error {
+		if v, _ := fail.Load("on"); v.(bool) {
+			return errors.New("driver name x not found in the list of registered CSI drivers")
+		}
+		return nil
+	})
+	pod := podWith("n", v1.Volume{Name: "csi"})
+	done := make(chan error, 1)
+	go func() { _, err := h.m.WaitForMount(context.Background(), pod); done <- err }()
+	// Fail a few times: the back-off grows to seconds of the fake clock,
+	// which is not stepped from here on.
+	h.eventually(t, "four failures", 8*time.Second, func() bool { return h.mnt.count("csi") >= 4 })
+	fail.Store("on", false)
+	h.m.RetryNow()
+	h.eventually(t, "the wait to end without the clock moving", 0, func() bool { return len(done) == 1 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -33,6 +33,9 @@ type Config struct {
 	CSIDrivers storagev1client.CSIDriverInterface
 	// CallTimeout bounds each call to a driver; 2 minutes when zero.
 	CallTimeout time.Duration
+	// Registered is called after a driver registered, so that volumes
+	// waiting for it are retried at once; may be nil.
+	Registered func(driver string)
 }
 
 // Drivers is the registry of CSI drivers on this node.
@@ -134,6 +137,9 @@ func (d *Drivers) Register(ctx context.Context, info pluginwatcher.Info) error {
 	d.mu.Unlock()
 	klog.InfoS("Registered CSI driver", "driver", info.Name, "endpoint", info.Endpoint, "nodeID", ni.nodeID,
 		"maxVolumes", ni.maxVolumes, "topology", ni.topology)
+	if d.cfg.Registered != nil {
+		d.cfg.Registered(info.Name)
+	}
 	return nil
 }
 
