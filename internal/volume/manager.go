@@ -1,8 +1,11 @@
 // Package volume prepares a pod's volumes on the node before its containers
-// start, under <root>/pods/<uid>/volumes/<plugin>/<name>, and tears them
-// down when the pod is gone. Containers get them as CRI bind mounts (see
-// Mounts). Volume types Skiff cannot serve are refused with an error naming
-// the type, so the pod waits visibly instead of starting half-equipped.
+// start, one volume at a time (SetUpVolume; the volume manager decides
+// when), under <root>/pods/<uid>/volumes/<plugin>/<name>, and tears them
+// down when the pod is gone. Claims are followed to their
+// PersistentVolumes; CSI volumes go to their driver through the CSI
+// interface. Containers get the volumes as CRI bind mounts. Volume types
+// Skiff cannot serve are refused with an error naming the type, so the
+// pod waits visibly instead of starting half-equipped.
 package volume
 
 import (

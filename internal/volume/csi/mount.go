@@ -45,6 +45,13 @@ type Volume struct {
 // upstream's order and with its paths and volume context. vol_data.json
 // is written first, so a restarted Skiff can undo what a crash left.
 func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
+	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
+	target := filepath.Join(dir, publishTarget)
+	// Published before Skiff restarted: the driver need not be asked,
+	// nor even be registered yet.
+	if v, ok, _ := readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+		return target, nil
+	}
 	c, err := d.client(vol.Driver)
 	if err != nil {
 		return "", err
@@ -71,11 +78,6 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		if staging, err = d.stage(ctx, c, vol); err != nil {
 			return "", err
 		}
-	}
-	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
-	target := filepath.Join(dir, publishTarget)
-	if _, ok, _ := readVolData(dir); ok && mountinfo.IsMountPoint(target) {
-		return target, nil // published before (Skiff restarted)
 	}
 	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {

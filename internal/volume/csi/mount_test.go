@@ -199,6 +199,12 @@ func TestPersistentVolumeStagedOncePublishedPerPodUnstagedLast(t *testing.T) {
 		t.Errorf("vol_data.json %s: %v", b1, err)
 	}
 
+	// After a restart, before the driver registers again, a published
+	// volume is found on disk.
+	restarted := New(Config{NodeName: "n1", RootDir: f.root})
+	if got, err := restarted.SetUp(ctx, a, f.podDir(a), vol); err != nil || got != targetA {
+		t.Fatalf("set up again after a restart: %s, %v", got, err)
+	}
 	if _, err := f.d.SetUp(ctx, b, f.podDir(b), vol); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +218,7 @@ func TestPersistentVolumeStagedOncePublishedPerPodUnstagedLast(t *testing.T) {
 		t.Errorf("the first pod's teardown unstaged a volume in use: %v", got)
 	}
 	// A restarted Skiff tears the second pod down from what is on disk.
-	restarted := f.newDrivers(t, fake.NewClientset())
+	restarted = f.newDrivers(t, fake.NewClientset())
 	if err := restarted.TearDownPod(ctx, f.podDir(b)); err != nil {
 		t.Fatal(err)
 	}
