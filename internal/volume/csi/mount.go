@@ -42,7 +42,8 @@ type Volume struct {
 
 // SetUp stages the volume if the driver stages volumes and nobody staged
 // it yet, publishes it for the pod and returns the publish target, in
-// upstream's order and with its paths and volume context. vol_data.json
+// upstream's order (NodeGetCapabilities before staging and again before
+// publishing) and with its paths and volume context. vol_data.json
 // is written first, so a restarted Skiff can undo what a crash left.
 func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
@@ -75,8 +76,14 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	defer d.lock(vol.Driver, vol.Handle)()
 	staging := ""
 	if !vol.Inline {
-		if staging, err = d.stage(ctx, c, vol); err != nil {
+		if err := d.stage(ctx, c, vol); err != nil {
 			return "", err
+		}
+		// Asked again before publishing, as upstream does.
+		if stages, err := c.stagesVolumes(ctx); err != nil {
+			return "", err
+		} else if stages {
+			staging = d.stagingPath(vol.Driver, vol.Handle)
 		}
 	}
 	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
@@ -100,22 +107,24 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	return target, nil
 }
 
-// stage stages the volume once per node when the driver stages volumes,
-// and returns the staging path ("" when it does not stage).
-func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) (string, error) {
-	stages, err := c.stagesVolumes(ctx)
-	if err != nil || !stages {
-		return "", err
-	}
+// stage stages the volume once per node, if the driver stages volumes.
+// A volume staged before (its vol_data.json is there) is not staged
+// again, and the driver is not asked, as upstream skips a device it
+// knows mounted.
+func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
 	if _, ok, err := readVolData(filepath.Dir(staging)); ok || err != nil {
-		return staging, err
+		return err
+	}
+	stages, err := c.stagesVolumes(ctx)
+	if err != nil || !stages {
+		return err
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return "", fmt.Errorf("create staging path: %w", err)
+		return fmt.Errorf("create staging path: %w", err)
 	}
 	if err := writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
-		return "", err
+		return err
 	}
 	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: capability(vol),
@@ -125,10 +134,10 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) (string,
 		if rerr := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); rerr != nil {
 			klog.ErrorS(rerr, "Cannot remove vol_data.json after a failed stage", "path", staging)
 		}
-		return "", err
+		return err
 	}
 	klog.V(2).InfoS("Staged CSI volume", "driver", vol.Driver, "handle", vol.Handle, "path", staging)
-	return staging, nil
+	return nil
 }
 
 // driverPolicy is what a CSIDriver object says of mounting its volumes.

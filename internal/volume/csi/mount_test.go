@@ -208,7 +208,7 @@ func TestPersistentVolumeStagedOncePublishedPerPodUnstagedLast(t *testing.T) {
 	if _, err := f.d.SetUp(ctx, b, f.podDir(b), vol); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(f.srv.calls(), ","); got != "NodeGetCapabilities,NodeStageVolume,NodePublishVolume,NodeGetCapabilities,NodePublishVolume" {
+	if got := strings.Join(f.srv.calls(), ","); got != "NodeGetCapabilities,NodeStageVolume,NodeGetCapabilities,NodePublishVolume,NodeGetCapabilities,NodePublishVolume" {
 		t.Errorf("calls for two pods: %s", got)
 	}
 	if err := f.d.TearDownPod(ctx, f.podDir(a)); err != nil {
