@@ -41,26 +41,35 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher) time.Tim
 		w.cfg.Handlers[r.info.Type].Deregister(ctx, r.info)
 	}
 	var next time.Time
+	due := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	for rel, s := range desired {
 		w.mu.Lock()
 		_, done := w.registered[rel]
-		due, failed := w.failed[rel]
+		f, failed := w.failed[rel]
 		w.mu.Unlock()
+		failed = failed && f.socket == s // a re-created socket is tried at once
 		now := w.cfg.Clock.Now()
-		if done || (failed && now.Before(due)) {
-			if failed && (next.IsZero() || due.Before(next)) {
-				next = due
+		if done || (failed && now.Before(f.due)) {
+			if !done {
+				due(f.due)
 			}
 			continue
 		}
 		info, err := w.register(ctx, s)
 		w.mu.Lock()
 		if err != nil {
-			klog.ErrorS(err, "Plugin registration failed", "socket", rel)
-			w.failed[rel] = now.Add(retryPeriod)
-			if next.IsZero() || w.failed[rel].Before(next) {
-				next = w.failed[rel]
+			if !failed {
+				f = failure{socket: s}
 			}
+			f.count++
+			f.due = now.Add(backOff(f.count))
+			w.failed[rel] = f
+			due(f.due)
+			klog.ErrorS(err, "Plugin registration failed", "socket", rel, "failures", f.count, "retryIn", backOff(f.count))
 		} else {
 			delete(w.failed, rel)
 			w.registered[rel] = registration{socket: s, info: info}
@@ -68,6 +77,25 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher) time.Tim
 		w.mu.Unlock()
 	}
 	return next
+}
+
+// failure is a socket whose registration failed count times in a row,
+// and when it is tried again.
+type failure struct {
+	socket socketFile
+	count  int
+	due    time.Time
+}
+
+// backOff is the wait after the n-th failed registration of a socket:
+// 1 s doubling to 2 minutes, so that a plugin that never answers does not
+// hold the watcher up every second.
+func backOff(n int) time.Duration {
+	d := retryPeriod
+	for i := 1; i < n && d < maxRetryPeriod; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryPeriod)
 }
 
 // scanAndWatch scans the registry and watches every subdirectory; a

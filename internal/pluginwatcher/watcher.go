@@ -10,8 +10,9 @@
 // state (the plugins registered, by socket). A socket that goes
 // deregisters its plugin; a socket re-created (a new inode: the plugin
 // restarted) deregisters the old registration and registers the new one.
-// Registrations that fail are retried every second while the socket is
-// there. Every call to a plugin has a deadline.
+// Registrations that fail are retried with back-off while the socket is
+// there, and at once when it is re-created. Every call to a plugin has a
+// deadline.
 package pluginwatcher
 
 import (
@@ -31,7 +32,10 @@ const (
 	DirName = "plugins_registry"
 	// callTimeout bounds each call to a plugin's registration socket.
 	callTimeout = 10 * time.Second
-	retryPeriod = time.Second
+	// A failed registration is retried after retryPeriod, doubling up
+	// to maxRetryPeriod, while its socket stays the same.
+	retryPeriod    = time.Second
+	maxRetryPeriod = 2 * time.Minute
 )
 
 // Info is what a plugin said of itself in GetInfo.
@@ -66,7 +70,7 @@ type Watcher struct {
 
 	mu         sync.Mutex
 	registered map[string]registration // by socket path relative to Dir
-	failed     map[string]time.Time    // socket → when registration may be retried
+	failed     map[string]failure      // by socket: failed registrations
 	watched    map[string]bool         // subdirectories watched; only Run's goroutine
 }
 
@@ -81,7 +85,7 @@ func New(cfg Config) *Watcher {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Watcher{cfg: cfg, registered: map[string]registration{}, failed: map[string]time.Time{},
+	return &Watcher{cfg: cfg, registered: map[string]registration{}, failed: map[string]failure{},
 		watched: map[string]bool{}}
 }
 

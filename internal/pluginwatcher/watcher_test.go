@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // fakePlugin serves the registration API on a socket, as
@@ -69,6 +70,8 @@ type fakeHandler struct {
 }
 
 func (h *fakeHandler) Validate(info Info) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if info.Name == h.refuse {
 		return errors.New("unsupported versions")
 	}
@@ -216,5 +219,62 @@ func TestOpenSocketRefusesASwappedSocket(t *testing.T) {
 	}
 	if fd, err := openSocket(dir, s); err == nil {
 		t.Fatalf("opened a swapped socket (fd %d)", fd)
+	}
+}
+
+// stepUntil steps the fake clock by step until cond holds, at most max
+// steps; it returns whether cond held.
+func stepUntil(clk *testingclock.FakeClock, step time.Duration, maxSteps int, cond func() bool) bool {
+	for i := 0; i <= maxSteps; i++ {
+		for j := 0; j < 20; j++ { // let the watcher act on the last step
+			if cond() {
+				return true
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		clk.Step(step)
+	}
+	return false
+}
+
+func TestFailedRegistrationBacksOffAndARecreatedSocketIsTriedAtOnce(t *testing.T) {
+	if backOff(1) != time.Second || backOff(3) != 4*time.Second || backOff(30) != maxRetryPeriod {
+		t.Errorf("back-off does not double from 1 s to its cap: %v %v %v", backOff(1), backOff(3), backOff(30))
+	}
+	dir, err := os.MkdirTemp("", "pwb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	reg := filepath.Join(dir, DirName)
+	h := &fakeHandler{live: map[string]Info{}, refuse: "flaky"}
+	clk := testingclock.NewFakeClock(time.Unix(1e9, 0))
+	w := New(Config{Dir: reg, Handlers: map[string]Handler{registerapi.CSIPlugin: h}, Clock: clk})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "the registry directory", func() bool { _, err := os.Stat(reg); return err == nil })
+
+	sock := filepath.Join(reg, "flaky.sock")
+	p := servePlugin(t, sock, registerapi.CSIPlugin, "flaky")
+	refusals := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.statuses) }
+	if !stepUntil(clk, time.Second, 60, func() bool { return refusals() >= 5 }) {
+		t.Fatalf("%d refusals in 60 s of back-off, want 5", refusals())
+	}
+	// Five failures: the next try is 16 s away. A restarted plugin with a
+	// new socket is tried within a step or two, not after the back-off.
+	h.mu.Lock()
+	h.refuse = ""
+	h.mu.Unlock()
+	p.srv.Stop()
+	_ = os.Remove(sock)
+	p2 := servePlugin(t, sock, registerapi.CSIPlugin, "flaky")
+	registered := func() bool { live, _, _ := h.state(); _, ok := live["flaky"]; return ok }
+	if !stepUntil(clk, time.Second, 2, registered) {
+		t.Fatal("the re-created socket waited out the old socket's back-off")
+	}
+	if s := p2.lastStatus(); s == nil || !s.PluginRegistered {
+		t.Errorf("the restarted plugin was told %v", s)
 	}
 }
