@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/klog/v2"
@@ -72,8 +71,8 @@ func New(cfg Config) *Drivers {
 // (nor a directory of Skiff's: no "/" and no "..") or that speaks no CSI
 // 1.x version.
 func (d *Drivers) Validate(info pluginwatcher.Info) error {
-	if errs := validation.IsDNS1123Subdomain(strings.ToLower(info.Name)); len(errs) > 0 || strings.Contains(info.Name, "/") {
-		return fmt.Errorf("driver name %q is not a valid CSI driver name: %s", info.Name, strings.Join(errs, "; "))
+	if err := validDriverName(info.Name); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(info.Endpoint, "/") {
 		return fmt.Errorf("driver %s: endpoint %q is not an absolute socket path", info.Name, info.Endpoint)

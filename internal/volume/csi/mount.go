@@ -97,7 +97,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	}
 	if err := c.publish(ctx, req); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
-			if rerr := os.RemoveAll(dir); rerr != nil {
+			if rerr := removeVolumeDir(dir, publishTarget); rerr != nil {
 				klog.ErrorS(rerr, "Cannot remove a volume directory after a failed publish", "dir", dir)
 			}
 		}

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -51,39 +50,6 @@ type volData struct {
 	DriverName          string `json:"driverName"`
 	NodeName            string `json:"nodeName,omitempty"`
 	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
-}
-
-// writeVolData writes vol_data.json into dir.
-func writeVolData(dir string, v volData) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, volDataFile), b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", volDataFile, err)
-	}
-	return nil
-}
-
-// readVolData reads dir's vol_data.json; ok is false when there is none.
-func readVolData(dir string) (v volData, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, volDataFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return v, false, nil
-	}
-	if err != nil {
-		return v, false, err
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, false, fmt.Errorf("%s in %s: %w", volDataFile, dir, err)
-	}
-	if v.VolumeHandle == "" || v.DriverName == "" {
-		return v, false, fmt.Errorf("%s in %s names no driver or volume", volDataFile, dir)
-	}
-	return v, true, nil
 }
 
 // publishedVolumes lists a pod's CSI volume directories that hold a

@@ -46,8 +46,8 @@ func (d *Drivers) tearDown(ctx context.Context, podDir, spec string, v volData) 
 	if mountinfo.IsMountPoint(target) {
 		return fmt.Errorf("%s: %w", target, errStillMounted)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+	if err := removeVolumeDir(dir, publishTarget); err != nil {
+		return err
 	}
 	klog.V(2).InfoS("Unpublished CSI volume", "driver", v.DriverName, "volume", spec, "target", target)
 	if v.VolumeLifecycleMode == "Ephemeral" {
@@ -79,7 +79,7 @@ func (d *Drivers) unstageUnused(ctx context.Context, c *nodeClient, v volData, e
 	if mountinfo.IsMountPoint(staging) {
 		return fmt.Errorf("%s still mounted after NodeUnstageVolume", staging)
 	}
-	if err := os.RemoveAll(filepath.Dir(staging)); err != nil {
+	if err := removeVolumeDir(filepath.Dir(staging), globalMount); err != nil {
 		return fmt.Errorf("remove staging directory: %w", err)
 	}
 	klog.V(2).InfoS("Unstaged CSI volume", "driver", v.DriverName, "handle", v.VolumeHandle)
