@@ -1,11 +1,11 @@
-// Package kube is Skiff's apiserver client: the typed clients of the six
+// Package kube is Skiff's apiserver client: the typed clients of the seven
 // API groups Skiff calls, and no others.
 //
 // client-go's kubernetes.Clientset holds a client for every API group
 // (about 50), and kubernetes.NewForConfig makes the linker keep all of
 // them, with their apply configurations; informers.SharedInformerFactory
 // does the same for every group's informers and listers. Building only
-// these six clients, and informers per type (NewInformer), took Skiff's
+// these clients, and informers per type (NewInformer), took Skiff's
 // binary from 94.1 to 82.9 MB and its text from 29.7 to 26.6 MB (go 1.26,
 // client-go v0.34.4). The binary's mapped text and tables are most of
 // Skiff's resident memory, so this is memory, not just disk.
@@ -25,16 +25,17 @@ import (
 	certificatesv1beta1 "k8s.io/client-go/kubernetes/typed/certificates/v1beta1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Interface is the part of client-go's kubernetes.Interface that Skiff
-// uses: pods, nodes, events, secrets, configmaps, services and tokens
-// (core), the node Lease (coordination), CSRs (certificates/v1, and
-// v1beta1 where client-go falls back to it) and ClusterTrustBundles
-// (certificates/v1beta1), and the kubelet API's webhooks (TokenReview,
-// SubjectAccessReview).
+// uses: pods, nodes, events, secrets, configmaps, services, tokens, claims
+// and PersistentVolumes (core), the node Lease (coordination), CSRs
+// (certificates/v1, and v1beta1 where client-go falls back to it) and
+// ClusterTrustBundles (certificates/v1beta1), the kubelet API's webhooks
+// (TokenReview, SubjectAccessReview) and CSINodes (storage/v1).
 type Interface interface {
 	CoreV1() corev1.CoreV1Interface
 	CoordinationV1() coordinationv1.CoordinationV1Interface
@@ -42,6 +43,7 @@ type Interface interface {
 	CertificatesV1beta1() certificatesv1beta1.CertificatesV1beta1Interface
 	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
+	StorageV1() storagev1.StorageV1Interface
 }
 
 // Clientset implements Interface with client-go's typed clients.
@@ -52,6 +54,7 @@ type Clientset struct {
 	certificatesV1beta1 *certificatesv1beta1.CertificatesV1beta1Client
 	authentication      *authenticationv1.AuthenticationV1Client
 	authorization       *authorizationv1.AuthorizationV1Client
+	storage             *storagev1.StorageV1Client
 }
 
 var _ Interface = (*Clientset)(nil)
@@ -72,6 +75,8 @@ func (c *Clientset) AuthenticationV1() authenticationv1.AuthenticationV1Interfac
 func (c *Clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
 	return c.authorization
 }
+
+func (c *Clientset) StorageV1() storagev1.StorageV1Interface { return c.storage }
 
 // NewForConfig is kubernetes.NewForConfig for these groups: one HTTP
 // client (and so one connection pool and one rotating transport) and one
@@ -117,6 +122,9 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 		return nil, err
 	}
 	if cs.authorization, err = authorizationv1.NewForConfigAndClient(&cfg, httpClient); err != nil {
+		return nil, err
+	}
+	if cs.storage, err = storagev1.NewForConfigAndClient(&cfg, httpClient); err != nil {
 		return nil, err
 	}
 	return &cs, nil

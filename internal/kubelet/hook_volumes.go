@@ -12,12 +12,13 @@ import (
 	"github.com/skiff-sh/skiff/internal/podstartup"
 	"github.com/skiff-sh/skiff/internal/volume"
 	"github.com/skiff-sh/skiff/internal/volume/payload"
+	"github.com/skiff-sh/skiff/internal/volumemanager"
 )
 
-// volumesHook sets up a pod's volumes before it runs and removes them
+// volumesHook waits for a pod's volumes before it runs and removes them
 // (and the pod's directory) once it is gone.
 type volumesHook struct {
-	volumes  *volume.Manager
+	volumes  *volumemanager.Manager
 	startup  *podstartup.Tracker
 	recorder podruntime.Recorder
 	clock    clock.PassiveClock
@@ -27,9 +28,12 @@ func (volumesHook) Name() string { return "volumes" }
 
 func (h volumesHook) Prestart(ctx context.Context, pod *v1.Pod, run *podRun) error {
 	began := h.clock.Now()
-	vols, err := h.volumes.SetUp(ctx, pod)
+	vols, err := h.volumes.WaitForMount(ctx, pod)
 	h.startup.Observe(pod.UID, podstartup.Volumes, "", h.clock.Since(began))
 	if err != nil {
+		if ctx.Err() != nil {
+			return err // the pod must stop: no failure to report
+		}
 		h.recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
 		return err
 	}
@@ -38,16 +42,19 @@ func (h volumesHook) Prestart(ctx context.Context, pod *v1.Pod, run *podRun) err
 }
 
 func (h volumesHook) Teardown(ctx context.Context, ref container.PodRef) error {
-	return h.volumes.TearDown(ctx, ref.UID)
+	return h.volumes.TearDownPod(ctx, ref.UID)
 }
 
-// newVolumes is the volume manager: with an apiserver it reads ConfigMaps,
-// Secrets and service account tokens from it.
-func (k *Kubelet) newVolumes(client kube.Interface) *volume.Manager {
-	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable}
+// newVolumes makes the volume types and the volume manager over them:
+// with an apiserver they read ConfigMaps, Secrets, service account
+// tokens, claims and PersistentVolumes from it.
+func (k *Kubelet) newVolumes(client kube.Interface, csiDrivers volume.CSI) (*volume.Manager, *volumemanager.Manager) {
+	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable, CSI: csiDrivers}
 	if client != nil {
 		vc.Client = client
 		vc.Tokens = payload.New(client.CoreV1(), nil)
+		vc.Node = k.cluster.node
 	}
-	return volume.New(vc)
+	vols := volume.New(vc)
+	return vols, volumemanager.New(volumemanager.Config{Mounter: vols, Recorder: k.recorder, Clock: k.clock})
 }

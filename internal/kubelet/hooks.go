@@ -51,7 +51,7 @@ func (k *Kubelet) podHooks() []podHook {
 		startupHook{k.startup},
 		proberHook{k.prober},
 		mirrorPodHook{k.cluster},
-		volumesHook{volumes: k.volumes, startup: k.startup, recorder: k.recorder, clock: k.clock},
+		volumesHook{volumes: k.volumeManager, startup: k.startup, recorder: k.recorder, clock: k.clock},
 		cgroupsHook{k.cgroups},
 		devicesHook{k.devices},
 	}

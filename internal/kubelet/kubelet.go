@@ -34,6 +34,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/loglinks"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/pleg"
+	"github.com/skiff-sh/skiff/internal/pluginwatcher"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podstartup"
@@ -43,6 +44,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
+	"github.com/skiff-sh/skiff/internal/volumemanager"
 )
 
 const (
@@ -125,17 +127,20 @@ type Kubelet struct {
 	sources  []string // names of the configured sources
 	recorder podruntime.Recorder
 	volumes  *volume.Manager
-	startup  *podstartup.Tracker
-	stats    *stats.Provider
-	local    *admission.Local // node-local admission checks
-	cgroups  PodCgroups
-	logsDir  string          // podLogsDir: /var/log/pods
-	logLinks *loglinks.Links // /var/log/containers; nil: none
-	prober   *prober.Manager
-	cluster  cluster // the apiserver side; does nothing standalone
-	eviction evictionManagers
-	shutdown *shutdown.Manager // graceful node shutdown
-	devices  *devicemanager.Manager
+	// volumeManager sets up and tears down pods' volumes (of volumes).
+	volumeManager *volumemanager.Manager
+	plugins       *pluginwatcher.Watcher // registers CSI drivers
+	startup       *podstartup.Tracker
+	stats         *stats.Provider
+	local         *admission.Local // node-local admission checks
+	cgroups       PodCgroups
+	logsDir       string          // podLogsDir: /var/log/pods
+	logLinks      *loglinks.Links // /var/log/containers; nil: none
+	prober        *prober.Manager
+	cluster       cluster // the apiserver side; does nothing standalone
+	eviction      evictionManagers
+	shutdown      *shutdown.Manager // graceful node shutdown
+	devices       *devicemanager.Manager
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -181,7 +186,9 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
-	k.volumes = k.newVolumes(d.Client)
+	csiDrivers := k.newCSIDrivers(d.Client)
+	k.volumes, k.volumeManager = k.newVolumes(d.Client, csiDrivers)
+	k.plugins = k.newPlugins(csiDrivers)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
@@ -266,6 +273,8 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	spawn(k.workers.Run)
+	spawn(k.volumeManager.Run)
+	spawn(k.runPlugins)
 	spawn(k.prober.Run)
 	updates := make(chan podsource.Update, 16)
 	if err := k.cluster.run(ctx, spawn, updates); err != nil {

@@ -146,7 +146,7 @@ func (k *Kubelet) cleanupOrphanedPodDirs(ctx context.Context) {
 		if _, wanted := k.pods.get(uid); wanted || k.workers.Has(uid) {
 			continue
 		}
-		if err := k.volumes.TearDown(ctx, uid); err != nil {
+		if err := k.volumeManager.TearDownPod(ctx, uid); err != nil {
 			klog.ErrorS(err, "Failed to clean up orphaned pod directory", "podUID", uid)
 			continue
 		}

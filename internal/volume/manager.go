@@ -1,8 +1,11 @@
 // Package volume prepares a pod's volumes on the node before its containers
-// start, under <root>/pods/<uid>/volumes/<plugin>/<name>, and tears them
-// down when the pod is gone. Containers get them as CRI bind mounts (see
-// Mounts). Volume types Skiff cannot serve are refused with an error naming
-// the type, so the pod waits visibly instead of starting half-equipped.
+// start, one volume at a time (SetUpVolume; the volume manager decides
+// when), under <root>/pods/<uid>/volumes/<plugin>/<name>, and tears them
+// down when the pod is gone. Claims are followed to their
+// PersistentVolumes; CSI volumes go to their driver through the CSI
+// interface. Containers get the volumes as CRI bind mounts. Volume types
+// Skiff cannot serve are refused with an error naming the type, so the
+// pod waits visibly instead of starting half-equipped.
 package volume
 
 import (
@@ -45,6 +48,11 @@ type Config struct {
 	NodeAllocatable func() v1.ResourceList
 	// Tokens requests service account tokens for projected volumes.
 	Tokens *payload.TokenManager
+	// Node returns this node's Node (false before it is registered); a
+	// PV's node affinity is checked against its labels. nil standalone.
+	Node func() (*v1.Node, bool)
+	// CSI stages and publishes CSI volumes; nil refuses them.
+	CSI CSI
 }
 
 // Manager sets volumes up and tears them down.
@@ -68,7 +76,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, e
 	out := make(map[string]Mounted, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		mounted, err := m.setUp(ctx, pod, vol)
+		mounted, err := m.SetUpVolume(ctx, pod, vol)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vol.Name, err)
 		}
@@ -77,7 +85,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) (map[string]Mounted, e
 	return out, nil
 }
 
-func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
+// SetUpVolume prepares one volume of the pod, idempotently.
+func (m *Manager) SetUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mounted, error) {
 	switch {
 	case vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil:
 		return m.setUpAPIData(ctx, pod, vol)
@@ -85,13 +94,34 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (Mount
 		return m.setUpEmptyDir(pod, vol)
 	case vol.HostPath != nil:
 		return setUpHostPath(vol.HostPath)
+	case vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil:
+		return m.setUpClaim(ctx, pod, vol)
+	case vol.CSI != nil:
+		return m.setUpInlineCSI(ctx, pod, vol)
 	}
-	return Mounted{}, fmt.Errorf("volume type %s is not supported by this version of Skiff", sourceType(vol))
+	typ := sourceType(vol)
+	if driver, ok := migratedToCSI[typ]; ok {
+		return Mounted{}, migrationRefusal(typ, driver)
+	}
+	return Mounted{}, fmt.Errorf("volume type %s is not supported by this version of Skiff", typ)
 }
 
-// TearDown unmounts and removes everything of the pod on disk.
+// Refreshed tells whether a volume's content follows API objects (a
+// configMap, secret, downwardAPI or projected volume), so that it is set
+// up again on every sync of its pod.
+func Refreshed(vol *v1.Volume) bool {
+	return vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil
+}
+
+// TearDown unpublishes the pod's CSI volumes, then unmounts and removes
+// everything of the pod on disk.
 func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	dir := m.PodDir(uid)
+	if m.cfg.CSI != nil {
+		if err := m.cfg.CSI.TearDownPod(ctx, dir); err != nil {
+			return err // nothing is unmounted under a driver's feet
+		}
+	}
 	var errs []error
 	for _, mp := range mountsUnder(dir) {
 		if err := unmount(mp); err != nil {
@@ -143,7 +173,12 @@ func sourceType(vol *v1.Volume) string {
 		"secret": s.Secret != nil, "downwardAPI": s.DownwardAPI != nil, "projected": s.Projected != nil,
 		"nfs": s.NFS != nil, "iscsi": s.ISCSI != nil, "csi": s.CSI != nil, "ephemeral": s.Ephemeral != nil,
 		"image": s.Image != nil, "gitRepo": s.GitRepo != nil, "fc": s.FC != nil, "rbd": s.RBD != nil,
-		"cephfs": s.CephFS != nil, "glusterfs": s.Glusterfs != nil,
+		"cephfs": s.CephFS != nil, "glusterfs": s.Glusterfs != nil, "flexVolume": s.FlexVolume != nil,
+		"flocker": s.Flocker != nil, "quobyte": s.Quobyte != nil, "scaleIO": s.ScaleIO != nil,
+		"storageos": s.StorageOS != nil, "photonPersistentDisk": s.PhotonPersistentDisk != nil,
+		"awsElasticBlockStore": s.AWSElasticBlockStore != nil, "gcePersistentDisk": s.GCEPersistentDisk != nil,
+		"azureDisk": s.AzureDisk != nil, "azureFile": s.AzureFile != nil, "cinder": s.Cinder != nil,
+		"vsphereVolume": s.VsphereVolume != nil, "portworxVolume": s.PortworxVolume != nil,
 	} {
 		if set {
 			return name

@@ -73,9 +73,9 @@ func TestSetUpAndTearDown(t *testing.T) {
 		t.Errorf("pod directory left: %v", err)
 	}
 
-	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "claim", VolumeSource: v1.VolumeSource{
-		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}})
-	if _, err := m.SetUp(context.Background(), pod); err == nil || !strings.Contains(err.Error(), "persistentVolumeClaim is not supported") {
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{
+		NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}})
+	if _, err := m.SetUp(context.Background(), pod); err == nil || !strings.Contains(err.Error(), "nfs is not supported") {
 		t.Errorf("unsupported type: %v", err)
 	}
 }

@@ -1,0 +1,44 @@
+package kubelet
+
+import (
+	"context"
+	"path/filepath"
+
+	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/pluginwatcher"
+	"github.com/skiff-sh/skiff/internal/volume/csi"
+)
+
+// newCSIDrivers makes the registry of CSI drivers, which publishes their
+// node information through the apiserver when there is one.
+func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
+	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir,
+		// Volumes that waited for a driver need not wait out their back-off.
+		Registered: func(string) { k.volumeManager.RetryNow() }}
+	if client != nil {
+		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
+		cc.CSIDrivers = client.StorageV1().CSIDrivers()
+	}
+	return csi.New(cc)
+}
+
+// newPlugins makes the plugin watcher on <root-dir>/plugins_registry with
+// a handler per plugin type.
+func (k *Kubelet) newPlugins(drivers *csi.Drivers) *pluginwatcher.Watcher {
+	return pluginwatcher.New(pluginwatcher.Config{
+		Dir:      filepath.Join(k.cfg.RootDir, pluginwatcher.DirName),
+		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
+		Clock:    k.clock,
+	})
+}
+
+// runPlugins runs the plugin watcher; without it no plugin registers, so
+// its failure to start is logged, and the rest of Skiff runs on.
+func (k *Kubelet) runPlugins(ctx context.Context) {
+	if err := k.plugins.Run(ctx); err != nil {
+		klog.ErrorS(err, "The plugin watcher stopped: no CSI driver can register")
+	}
+}

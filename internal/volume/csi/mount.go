@@ -1,0 +1,206 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/volume/mountinfo"
+)
+
+// Volume is one CSI volume of a pod, resolved from an inline csi volume
+// or a PV's csi source.
+type Volume struct {
+	// SpecName names the volume's directory in the pod: the PV's name,
+	// or the pod's volume name for an inline volume.
+	SpecName string
+	Driver   string
+	// Handle is the PV's volumeHandle; empty for an inline volume,
+	// which gets upstream's handle for it.
+	Handle                       string
+	Inline                       bool
+	ReadOnly                     bool
+	FSType                       string
+	MountOptions                 []string
+	AccessMode                   v1.PersistentVolumeAccessMode
+	Attributes                   map[string]string
+	StageSecrets, PublishSecrets map[string]string
+}
+
+// SetUp stages the volume if the driver stages volumes and nobody staged
+// it yet, publishes it for the pod and returns the publish target, in
+// upstream's order (NodeGetCapabilities before staging and again before
+// publishing) and with its paths and volume context. vol_data.json
+// is written first, so a restarted Skiff can undo what a crash left.
+func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
+	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
+	target := filepath.Join(dir, publishTarget)
+	// Published before Skiff restarted: the driver need not be asked,
+	// nor even be registered yet.
+	if v, ok, _ := readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+		return target, nil
+	}
+	c, err := d.client(vol.Driver)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	policy, err := d.policy(ctx, vol.Driver)
+	if err != nil {
+		return "", err
+	}
+	mode := storagev1.VolumeLifecyclePersistent
+	if vol.Inline {
+		mode = storagev1.VolumeLifecycleEphemeral
+		vol.Handle = inlineHandle(pod.UID, vol.SpecName)
+	}
+	if !slices.Contains(policy.modes, mode) {
+		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", mode, vol.Driver, policy.modes)
+	}
+	if policy.attachRequired && !vol.Inline {
+		return "", fmt.Errorf("driver %s requires attachment (its CSIDriver says attachRequired, or there is no CSIDriver object), which this version of Skiff does not support", vol.Driver)
+	}
+	defer d.lock(vol.Driver, vol.Handle)()
+	staging := ""
+	if !vol.Inline {
+		if err := d.stage(ctx, c, vol); err != nil {
+			return "", err
+		}
+		// Asked again before publishing, as upstream does.
+		if stages, err := c.stagesVolumes(ctx); err != nil {
+			return "", err
+		} else if stages {
+			staging = d.stagingPath(vol.Driver, vol.Handle)
+		}
+	}
+	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
+		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
+		return "", err
+	}
+	req := &csipb.NodePublishVolumeRequest{
+		VolumeId: vol.Handle, StagingTargetPath: staging, TargetPath: target, Readonly: vol.ReadOnly,
+		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
+		VolumeContext: volumeContext(vol, pod, policy.podInfoOnMount, mode),
+	}
+	if err := c.publish(ctx, req); err != nil {
+		if !mountinfo.IsMountPoint(target) { // never remove through a mount
+			if rerr := removeVolumeDir(dir, publishTarget); rerr != nil {
+				klog.ErrorS(rerr, "Cannot remove a volume directory after a failed publish", "dir", dir)
+			}
+		}
+		return "", err
+	}
+	klog.V(2).InfoS("Published CSI volume", "pod", klog.KObj(pod), "driver", vol.Driver, "volume", vol.SpecName, "target", target)
+	return target, nil
+}
+
+// stage stages the volume once per node, if the driver stages volumes.
+// A volume staged before (its vol_data.json is there) is not staged
+// again, and the driver is not asked, as upstream skips a device it
+// knows mounted.
+func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
+	staging := d.stagingPath(vol.Driver, vol.Handle)
+	if _, ok, err := readVolData(filepath.Dir(staging)); ok || err != nil {
+		return err
+	}
+	stages, err := c.stagesVolumes(ctx)
+	if err != nil || !stages {
+		return err
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return fmt.Errorf("create staging path: %w", err)
+	}
+	if err := writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
+		return err
+	}
+	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: capability(vol),
+		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes,
+	})
+	if err != nil {
+		if rerr := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); rerr != nil {
+			klog.ErrorS(rerr, "Cannot remove vol_data.json after a failed stage", "path", staging)
+		}
+		return err
+	}
+	klog.V(2).InfoS("Staged CSI volume", "driver", vol.Driver, "handle", vol.Handle, "path", staging)
+	return nil
+}
+
+// driverPolicy is what a CSIDriver object says of mounting its volumes.
+type driverPolicy struct {
+	attachRequired, podInfoOnMount bool
+	modes                          []storagev1.VolumeLifecycleMode
+}
+
+// policy reads the driver's CSIDriver; without one, upstream's defaults:
+// attachment required, no pod info, persistent volumes only.
+func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error) {
+	p := driverPolicy{attachRequired: true, modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}
+	if d.cfg.CSIDrivers == nil {
+		return p, nil
+	}
+	obj, err := d.cfg.CSIDrivers.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("get CSIDriver %s: %w", name, err)
+	}
+	p.attachRequired = ptr.Deref(obj.Spec.AttachRequired, true)
+	p.podInfoOnMount = ptr.Deref(obj.Spec.PodInfoOnMount, false)
+	if len(obj.Spec.VolumeLifecycleModes) > 0 {
+		p.modes = obj.Spec.VolumeLifecycleModes
+	}
+	return p, nil
+}
+
+// volumeContext is the volume's attributes plus, when the CSIDriver asks
+// for it, upstream's pod information keys.
+func volumeContext(vol Volume, pod *v1.Pod, podInfo bool, mode storagev1.VolumeLifecycleMode) map[string]string {
+	ctx := maps.Clone(vol.Attributes)
+	if !podInfo {
+		return ctx
+	}
+	if ctx == nil {
+		ctx = map[string]string{}
+	}
+	ctx["csi.storage.k8s.io/pod.name"] = pod.Name
+	ctx["csi.storage.k8s.io/pod.namespace"] = pod.Namespace
+	ctx["csi.storage.k8s.io/pod.uid"] = string(pod.UID)
+	ctx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
+	ctx["csi.storage.k8s.io/ephemeral"] = strconv.FormatBool(mode == storagev1.VolumeLifecycleEphemeral)
+	return ctx
+}
+
+// capability is a mount volume capability with the PV's access mode.
+func capability(vol Volume) *csipb.VolumeCapability {
+	mode := csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	switch vol.AccessMode {
+	case v1.ReadOnlyMany:
+		mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	case v1.ReadWriteMany:
+		mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	case v1.ReadWriteOncePod:
+		mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	}
+	return &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: vol.FSType, MountFlags: vol.MountOptions}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+var errStillMounted = errors.New("still mounted after NodeUnpublishVolume")
