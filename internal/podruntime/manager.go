@@ -47,6 +47,11 @@ type Config struct {
 	Security Security
 	// Resources places pods in cgroups; nil leaves that to the runtime.
 	Resources Resources
+	// Actuation and PodResizer resize running containers in place to
+	// the resources of the pod SyncPod gets (its allocated ones); nil:
+	// containers keep what they started with.
+	Actuation  Actuation
+	PodResizer PodResizer
 	// StartupDone reports whether the startup probe of the container with
 	// that ID has succeeded; nil: no prober, running means started.
 	StartupDone func(containerID string) bool
