@@ -127,6 +127,7 @@ type Kubelet struct {
 	prober   *prober.Manager
 	cluster  cluster // the apiserver side; does nothing standalone
 	eviction evictionManagers
+	resize   *inPlaceResize
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -158,6 +159,9 @@ func New(d Deps) (*Kubelet, error) {
 		k.logsDir = defaultPodLogsDir
 	}
 	if err := k.newCluster(d); err != nil {
+		return nil, err
+	}
+	if k.resize, err = k.newResize(); err != nil {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
@@ -224,6 +228,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 		Metrics:             k.cfg.Metrics,
 	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
+	k.wireResize(&rc)
 	return rc
 }
 

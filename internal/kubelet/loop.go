@@ -89,6 +89,11 @@ func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 			return
 		}
 	}
+	if p.DeletionTimestamp == nil && k.resize.enabled {
+		// Decided before the worker syncs the new spec; after a restart,
+		// a resize still pending in the checkpoint is queued again.
+		k.resize.Resized(p.UID)
+	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {
 		k.workers.Terminate(p, p.DeletionGracePeriodSeconds)
@@ -129,6 +134,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	}
 	k.cleanupOrphanedPodDirs(ctx)
 	k.cleanupOrphanedCgroups(ctx)
+	k.resizeHousekeeping()
 	k.cluster.deleteMirrorPods(ctx, k.pods.orphanedMirrors())
 	k.runtime.GC()
 }
