@@ -65,6 +65,11 @@ func (k *Kubelet) handleUpdate(ctx context.Context, u podsource.Update) {
 	for _, p := range ch.updated {
 		k.handlePod(ctx, p)
 	}
+	if k.resize.enabled && len(ch.updated) > 0 {
+		// Once the whole batch is admitted: after a restart, a resize
+		// still pending is judged against every pod, not the first few.
+		k.resize.Retry()
+	}
 	for _, name := range ch.mirrors {
 		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
 			k.workers.Notify(p.UID)  // its mirror pod changed or went: re-sync it
@@ -90,9 +95,10 @@ func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 		}
 	}
 	if p.DeletionTimestamp == nil && k.resize.enabled {
-		// Decided before the worker syncs the new spec; after a restart,
-		// a resize still pending in the checkpoint is queued again.
-		k.resize.Resized(p.UID)
+		// Decided (handleUpdate retries) before the worker syncs the new
+		// spec; after a restart, a resize still pending in the
+		// checkpoint is queued again.
+		k.resize.Push(p.UID)
 	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {

@@ -87,14 +87,20 @@ func (m *Manager) Admitted(pod *v1.Pod) {
 	}
 }
 
-// Resized queues a pod whose spec changed and retries every pending
-// resize, the new one among them, in upstream's order.
-func (m *Manager) Resized(uid types.UID) {
+// Push queues a pod whose spec may ask for a resize; the next Retry
+// decides it.
+func (m *Manager) Push(uid types.UID) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !slices.Contains(m.pending, uid) {
 		m.pending = append(m.pending, uid)
 	}
-	m.mu.Unlock()
+}
+
+// Resized queues a pod whose spec changed and retries every pending
+// resize, the new one among them, in upstream's order.
+func (m *Manager) Resized(uid types.UID) {
+	m.Push(uid)
 	m.Retry()
 }
 
