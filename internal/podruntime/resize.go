@@ -135,6 +135,9 @@ func (m *Manager) updateContainer(ctx context.Context, pod *v1.Pod, u *inPlace, 
 	c := u.c.DeepCopy()
 	c.Resources = next
 	lr := m.cfg.Resources.ContainerResources(pod, c)
+	if lr == nil {
+		lr = &runtimeapi.LinuxContainerResources{}
+	}
 	lr.OomScoreAdj = 0 // set at creation; an update leaves it
 	if err := m.cfg.CRI.Runtime.UpdateContainerResources(ctx, u.id, &runtimeapi.ContainerResources{Linux: lr}); err != nil {
 		return fmt.Errorf("update %s resources of container %q: %w", res, u.c.Name, err)
