@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // res is a container's resources: CPU and memory requests, then limits;
@@ -106,19 +107,32 @@ func sameResources(a, b v1.ResourceRequirements) bool {
 
 // waitResized waits until the node reports the resize of generation gen
 // done: observed, no resize condition left, and every named container's
-// status resources as wanted. A runtime that reports no resources of a
-// running container (containerd 1.6) leaves the values shown before, as
-// upstream does: then only their presence is checked (the tests read the
-// cgroups).
+// status resources as wanted, with what the runtime reports in their
+// place, as upstream shows them: containerd 1.6 keeps reporting the
+// resources a container was created with (the tests read the cgroups);
+// a runtime that reports none leaves the values shown before, so then
+// only their presence is checked.
 func (cn *clusterNode) waitResized(t *testing.T, name string, gen int64, want map[string]v1.ResourceRequirements) *v1.Pod {
 	t.Helper()
+	var last string // what differed at the last look, shown if it never ends
+	defer func() {
+		if t.Failed() {
+			t.Logf("at the last look: %s", last)
+		}
+	}()
 	return cn.waitPod(t, cn.ns, name, 60*time.Second, fmt.Sprintf("resize of generation %d done", gen), func(p *v1.Pod) bool {
+		last = fmt.Sprintf("observedGeneration %d, conditions %+v", p.Status.ObservedGeneration, p.Status.Conditions)
 		if p.Status.ObservedGeneration < gen || resizeCondition(p, v1.PodResizePending) != nil || resizeCondition(p, v1.PodResizeInProgress) != nil {
 			return false
 		}
 		for n, r := range want {
 			cs := statusOf(p, n)
-			if cs == nil || cs.Resources == nil || (cn.reportsResources(t, cs.ContainerID) && !sameResources(*cs.Resources, r)) {
+			if cs == nil || cs.Resources == nil {
+				last = fmt.Sprintf("container %s has no status resources", n)
+				return false
+			}
+			if rt := cn.runtimeResources(t, cs.ContainerID); rt != nil && !sameResources(*cs.Resources, shown(r, rt)) {
+				last = fmt.Sprintf("container %s: the runtime reports %v; status resources %v, want %v", n, rt, *cs.Resources, shown(r, rt))
 				return false
 			}
 		}
@@ -126,12 +140,15 @@ func (cn *clusterNode) waitResized(t *testing.T, name string, gen int64, want ma
 	})
 }
 
-// reportsResources says whether the node's runtime reports a container's
-// resources in its CRI status.
-func (cn *clusterNode) reportsResources(t *testing.T, id string) bool {
+// runtimeResources is what the node's runtime reports of a container's
+// resources in its CRI status; nil when it reports none.
+func (cn *clusterNode) runtimeResources(t *testing.T, id string) *runtimeapi.LinuxContainerResources {
 	t.Helper()
 	resp, err := cn.runtime().ContainerStatus(cn.ctx(), strings.TrimPrefix(id, "containerd://"), false)
-	return err == nil && resp.GetStatus().GetResources().GetLinux() != nil
+	if err != nil {
+		return nil
+	}
+	return resp.GetStatus().GetResources().GetLinux()
 }
 
 // containerCgroup is a running container's cgroup (cgroupfs driver)
@@ -164,4 +181,21 @@ func checkCgroups(t *testing.T, what, cg string, want cgroupLimits) {
 	if got := readCgroupLimits(t, cg); got != want {
 		t.Errorf("%s cgroup %s: shares/quota/memory %+v, want %+v", what, cg, got, want)
 	}
+}
+
+// shown is what upstream's status shows of a running container allocated
+// want whose runtime reports rt: CPU request from the shares, CPU limit
+// from the CFS quota, memory limit, where both declare one.
+func shown(want v1.ResourceRequirements, rt *runtimeapi.LinuxContainerResources) v1.ResourceRequirements {
+	out := *want.DeepCopy()
+	if _, ok := out.Requests[v1.ResourceCPU]; ok && rt.CpuShares > 2 {
+		out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity((rt.CpuShares*1000+1023)/1024, resource.DecimalSI)
+	}
+	if _, ok := out.Limits[v1.ResourceCPU]; ok && rt.CpuQuota > 0 && rt.CpuPeriod > 0 {
+		out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(rt.CpuQuota*1000/rt.CpuPeriod, resource.DecimalSI)
+	}
+	if _, ok := out.Limits[v1.ResourceMemory]; ok && rt.MemoryLimitInBytes > 0 {
+		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(rt.MemoryLimitInBytes, resource.BinarySI)
+	}
+	return out
 }
