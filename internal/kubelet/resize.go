@@ -108,7 +108,7 @@ func (k *Kubelet) statusResize(pod *v1.Pod) *podstatus.Resize {
 			return r, ok
 		},
 		ReportAllocated: k.resize.reportAllocated,
-		Conditions:      k.resize.Conditions(pod.UID, false),
+		Conditions:      k.resize.Conditions(pod.UID),
 	}
 }
 

@@ -216,16 +216,13 @@ func (m *Manager) Failed(allocated *v1.Pod, msg string) {
 	}
 }
 
-// Conditions returns the pod's resize conditions; a terminal pod has none.
-func (m *Manager) Conditions(uid types.UID, terminal bool) []v1.PodCondition {
+// Conditions returns the pod's resize conditions (the status leaves
+// them out once the pod is terminal).
+func (m *Manager) Conditions(uid types.UID) []v1.PodCondition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.conds[uid]
 	if c == nil {
-		return nil
-	}
-	if terminal {
-		delete(m.conds, uid)
 		return nil
 	}
 	var out []v1.PodCondition

@@ -68,7 +68,7 @@ func (w *world) desire(p *v1.Pod, r v1.ResourceRequirements) *v1.Pod {
 }
 
 func condOf(m *Manager, uid types.UID, t v1.PodConditionType) *v1.PodCondition {
-	for _, c := range m.Conditions(uid, false) {
+	for _, c := range m.Conditions(uid) {
 		if c.Type == t {
 			return &c
 		}
@@ -189,7 +189,7 @@ func TestAllocationSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2.Track(alloc, running)
-	if c := m2.Conditions(p.UID, false); len(c) != 0 {
+	if c := m2.Conditions(p.UID); len(c) != 0 {
 		t.Errorf("conditions after the resize completed %+v", c)
 	}
 	if ev := w2.events[len(w2.events)-1]; !strings.HasPrefix(ev, "Normal ResizeCompleted Pod resize completed: ") {
