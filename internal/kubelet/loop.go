@@ -94,10 +94,16 @@ func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 			return
 		}
 	}
-	if p.DeletionTimestamp == nil && k.resize.enabled {
-		// Decided (handleUpdate retries) before the worker syncs the new
-		// spec; after a restart, a resize still pending in the
-		// checkpoint is queued again.
+	switch {
+	case p.DeletionTimestamp != nil || !k.resize.enabled:
+	case known:
+		// A changed spec is decided before the worker syncs it, as
+		// upstream: the worker never reports the new generation
+		// without the resize's outcome.
+		k.resize.Resized(p.UID)
+	default:
+		// After a restart, a resize still pending in the checkpoint is
+		// decided once the whole batch is admitted (handleUpdate).
 		k.resize.Push(p.UID)
 	}
 	k.workers.Update(p)

@@ -41,11 +41,18 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	res := k.runtime.SyncPod(ctx, pod, st, run.volumes)
 	k.setWaiting(pod.UID, res.Waiting)
 	k.afterResize(pod, st, res)
-	if res.Started {
+	if res.Started || res.Resized {
 		// Report what was just started now, not after the next relist
 		// (up to a PLEG period later).
+		read := k.clock.Now()
 		if fresh, err := k.runtime.GetPodStatus(ctx, refOf(pod)); err == nil {
 			st = fresh
+			if res.Resized {
+				// A relist sees no change in a resize (no container
+				// changed state): without this the cache, and every
+				// later sync's status, would keep the old resources.
+				k.cache.Set(pod.UID, fresh, nil, read)
+			}
 		}
 	}
 	k.computeStatus(pod, st, false)

@@ -76,6 +76,7 @@ func (m *Manager) resizeInPlace(ctx context.Context, s *podSync) {
 		s.res.ResizeErr = err
 		return
 	}
+	s.res.Resized = true // even a partial resize changes what the runtime reports
 	for _, res := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
 		if err := m.resizeResource(ctx, s.pod, res, updates, want, have); err != nil {
 			s.res.ResizeErr = err

@@ -31,6 +31,9 @@ type SyncResult struct {
 	// ResizeErr is why resizing running containers in place failed; the
 	// next sync tries again.
 	ResizeErr error
+	// Resized: running containers or the pod cgroup were resized in
+	// place, so the runtime status the sync began with is stale.
+	Resized bool
 }
 
 func (r *SyncResult) wait(name string, cerr *ContainerError, after time.Duration) {

@@ -86,7 +86,12 @@ func TestResizeSurvivesSkiffRestart(t *testing.T) {
 		t.Helper()
 		gen := cn.resize(t, p.Name, false, map[string]v1.ResourceRequirements{"main": to})
 		if what == "while Skiff is down" {
+			// A restarted Skiff, as upstream's kubelet, may report the new
+			// generation before it decides the resize: wait for its effect.
 			cn.start()
+			cn.waitPod(t, cn.ns, p.Name, 60*time.Second, "restarted for its new memory", func(p *v1.Pod) bool {
+				return statusOf(p, "main").RestartCount >= restarts
+			})
 		}
 		cn.waitResized(t, p.Name, gen, map[string]v1.ResourceRequirements{"main": to})
 		got := cn.waitPod(t, cn.ns, p.Name, 60*time.Second, "Ready", isReady)
