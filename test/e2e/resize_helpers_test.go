@@ -107,11 +107,9 @@ func sameResources(a, b v1.ResourceRequirements) bool {
 
 // waitResized waits until the node reports the resize of generation gen
 // done: observed, no resize condition left, and every named container's
-// status resources as wanted, with what the runtime reports in their
-// place, as upstream shows them: containerd 1.6 keeps reporting the
-// resources a container was created with (the tests read the cgroups);
-// a runtime that reports none leaves the values shown before, so then
-// only their presence is checked.
+// status resources as wanted. Both containerds report a container's
+// resources as updated; a runtime that reports none leaves the values
+// shown before, as upstream, so then only their presence is checked.
 func (cn *clusterNode) waitResized(t *testing.T, name string, gen int64, want map[string]v1.ResourceRequirements) *v1.Pod {
 	t.Helper()
 	var last string // what differed at the last look, shown if it never ends
@@ -131,8 +129,8 @@ func (cn *clusterNode) waitResized(t *testing.T, name string, gen int64, want ma
 				last = fmt.Sprintf("container %s has no status resources", n)
 				return false
 			}
-			if rt := cn.runtimeResources(t, cs.ContainerID); rt != nil && !sameResources(*cs.Resources, shown(r, rt)) {
-				last = fmt.Sprintf("container %s: the runtime reports %v; status resources %v, want %v", n, rt, *cs.Resources, shown(r, rt))
+			if rt := cn.runtimeResources(t, cs.ContainerID); rt != nil && !sameResources(*cs.Resources, r) {
+				last = fmt.Sprintf("container %s: the runtime reports %v; status resources %v, want %v", n, rt, *cs.Resources, r)
 				return false
 			}
 		}
@@ -181,21 +179,4 @@ func checkCgroups(t *testing.T, what, cg string, want cgroupLimits) {
 	if got := readCgroupLimits(t, cg); got != want {
 		t.Errorf("%s cgroup %s: shares/quota/memory %+v, want %+v", what, cg, got, want)
 	}
-}
-
-// shown is what upstream's status shows of a running container allocated
-// want whose runtime reports rt: CPU request from the shares, CPU limit
-// from the CFS quota, memory limit, where both declare one.
-func shown(want v1.ResourceRequirements, rt *runtimeapi.LinuxContainerResources) v1.ResourceRequirements {
-	out := *want.DeepCopy()
-	if _, ok := out.Requests[v1.ResourceCPU]; ok && rt.CpuShares > 2 {
-		out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity((rt.CpuShares*1000+1023)/1024, resource.DecimalSI)
-	}
-	if _, ok := out.Limits[v1.ResourceCPU]; ok && rt.CpuQuota > 0 && rt.CpuPeriod > 0 {
-		out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(rt.CpuQuota*1000/rt.CpuPeriod, resource.DecimalSI)
-	}
-	if _, ok := out.Limits[v1.ResourceMemory]; ok && rt.MemoryLimitInBytes > 0 {
-		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(rt.MemoryLimitInBytes, resource.BinarySI)
-	}
-	return out
 }
