@@ -31,7 +31,12 @@ func Admit(node *v1.Node, pod *v1.Pod, active []*v1.Pod) Result {
 		}
 		return Result{Reason: "NodeAffinity", Message: msg}
 	}
-	alloc := node.Status.Allocatable
+	return Fit(node.Status.Allocatable, pod, active)
+}
+
+// Fit checks the pod's requests (and one more pod) against what the active
+// pods leave of allocatable, with upstream's reason and message.
+func Fit(alloc v1.ResourceList, pod *v1.Pod, active []*v1.Pod) Result {
 	if max, ok := alloc[v1.ResourcePods]; ok && int64(len(active))+1 > max.Value() {
 		return insufficient(v1.ResourcePods, 1, int64(len(active)), max.Value())
 	}

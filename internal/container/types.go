@@ -57,6 +57,9 @@ type ContainerStatus struct {
 	// GracePeriod is the pod's termination grace period when the container
 	// was made: what stopping it takes when the pod spec is long gone.
 	GracePeriod *int64
+	// Resources are the CPU and memory settings the runtime reports the
+	// container runs with; nil when it reports none (containerd 1.6).
+	Resources *runtimeapi.LinuxContainerResources
 }
 
 // PodStatus is what the runtime knows of one pod.

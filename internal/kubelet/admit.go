@@ -54,7 +54,9 @@ func (k *Kubelet) admit(ctx context.Context, p *v1.Pod) bool {
 		k.setAdmission(p, admitted)
 		return true
 	}
-	r := admission.Admit(node, p, k.activePods())
+	// As allocated: after a restart, a resize accepted before counts,
+	// and one still pending does not.
+	r := admission.Admit(node, k.allocatedPod(p), k.resize.AllocatedAll(k.activePods()))
 	if r.Admit {
 		k.setAdmission(p, admitted)
 		return true
@@ -83,6 +85,9 @@ func (k *Kubelet) adopted(ctx context.Context, p *v1.Pod) bool {
 
 func (k *Kubelet) setAdmission(p *v1.Pod, a verdict) {
 	k.records.update(p.UID, func(r *podRecord) { r.verdict = a })
+	if a == admitted && k.resize.enabled {
+		k.resize.Admitted(p)
+	}
 }
 
 // reject fails a pod admission refused, with an event and its status.

@@ -100,6 +100,7 @@ func (k *Kubelet) teardownPod(ctx context.Context, ref container.PodRef) error {
 	}
 	k.statuses.RemovePod(ref.UID)
 	k.records.drop(ref.UID)
+	k.resize.Forget(ref.UID)
 	return nil
 }
 

@@ -141,6 +141,7 @@ type Kubelet struct {
 	eviction      evictionManagers
 	shutdown      *shutdown.Manager // graceful node shutdown
 	devices       *devicemanager.Manager
+	resize        *inPlaceResize
 }
 
 // New builds Skiff from its dependencies; nothing runs until Run.
@@ -183,6 +184,9 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	if k.shutdown, err = k.newShutdown(d.Logind); err != nil {
+		return nil, err
+	}
+	if k.resize, err = k.newResize(); err != nil {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
@@ -255,6 +259,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 		rc.LogLinks = k.logLinks
 	}
 	rc.CrashBackOffInitial, rc.CrashBackOffMax = config.CrashLoopBackOff(kc)
+	k.wireResize(&rc)
 	return rc
 }
 

@@ -65,6 +65,11 @@ func (k *Kubelet) handleUpdate(ctx context.Context, u podsource.Update) {
 	for _, p := range ch.updated {
 		k.handlePod(ctx, p)
 	}
+	if k.resize.enabled && len(ch.updated) > 0 {
+		// Once the whole batch is admitted: after a restart, a resize
+		// still pending is judged against every pod, not the first few.
+		k.resize.Retry()
+	}
 	for _, name := range ch.mirrors {
 		if p, ok := k.pods.byFullName(name); ok && IsStaticPod(p) {
 			k.workers.Notify(p.UID)  // its mirror pod changed or went: re-sync it
@@ -88,6 +93,18 @@ func (k *Kubelet) handlePod(ctx context.Context, p *v1.Pod) {
 		if !ok {
 			return
 		}
+	}
+	switch {
+	case p.DeletionTimestamp != nil || !k.resize.enabled:
+	case known:
+		// A changed spec is decided before the worker syncs it, as
+		// upstream: the worker never reports the new generation
+		// without the resize's outcome.
+		k.resize.Resized(p.UID)
+	default:
+		// After a restart, a resize still pending in the checkpoint is
+		// decided once the whole batch is admitted (handleUpdate).
+		k.resize.Push(p.UID)
 	}
 	k.workers.Update(p)
 	if p.DeletionTimestamp != nil {
@@ -129,6 +146,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	}
 	k.cleanupOrphanedPodDirs(ctx)
 	k.cleanupOrphanedCgroups(ctx)
+	k.resizeHousekeeping()
 	k.cluster.deleteMirrorPods(ctx, k.pods.orphanedMirrors())
 	k.runtime.GC()
 }

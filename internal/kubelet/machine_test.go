@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/config"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/kube"
+	"github.com/skiff-sh/skiff/internal/podcgroups"
 	"github.com/skiff-sh/skiff/internal/shutdown"
 )
 
@@ -393,6 +394,12 @@ func (f *fakeCgroups) PodUIDs() ([]types.UID, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// The pod cgroup during a resize: nothing to set, so only the
+// containers' updates show.
+func (f *fakeCgroups) PodLimits(*v1.Pod) podcgroups.Limits             { return podcgroups.Limits{} }
+func (f *fakeCgroups) SetPodSetting(*v1.Pod, podcgroups.Setting) error { return nil }
+func (f *fakeCgroups) PodMemoryUsage(*v1.Pod) (int64, error)           { return 0, nil }
 
 func (f *fakeCgroups) has(uid types.UID) bool {
 	f.mu.Lock()

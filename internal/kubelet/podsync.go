@@ -24,6 +24,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 		op = "create"
 	}
 	defer k.observeWorker(op, k.clock.Now())
+	pod = k.allocatedPod(pod) // run as allocated; a resize waiting is not
 	untilDeadline := k.checkActiveDeadline(pod, k.clock.Now())
 	if err := k.prepare(ctx, pod); err != nil {
 		return false, 0, err
@@ -39,11 +40,19 @@ func (k *Kubelet) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	}
 	res := k.runtime.SyncPod(ctx, pod, st, run.volumes)
 	k.setWaiting(pod.UID, res.Waiting)
-	if res.Started {
+	k.afterResize(pod, st, res)
+	if res.Started || res.Resized {
 		// Report what was just started now, not after the next relist
 		// (up to a PLEG period later).
+		read := k.clock.Now()
 		if fresh, err := k.runtime.GetPodStatus(ctx, refOf(pod)); err == nil {
 			st = fresh
+			if res.Resized {
+				// A relist sees no change in a resize (no container
+				// changed state): without this the cache, and every
+				// later sync's status, would keep the old resources.
+				k.cache.Set(pod.UID, fresh, nil, read)
+			}
 		}
 	}
 	k.computeStatus(pod, st, false)
@@ -75,8 +84,11 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *conta
 		return fmt.Errorf("read final status: %w", err)
 	}
 	k.setWaiting(pod.UID, nil)
-	k.computeStatus(pod, final, true)
+	k.computeStatus(k.allocatedPod(pod), final, true)
 	k.statuses.TerminatePod(pod)
+	if k.resize.enabled {
+		k.resize.Retry() // what the pod held is free: deferred resizes may fit
+	}
 	return nil
 }
 
@@ -112,6 +124,7 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 		Now:         k.clock.Now(),
 		Terminating: terminating,
 		Probes:      k.prober,
+		Resize:      k.statusResize(pod),
 	})
 	applyFailure(rec.failure, &s)
 	// The phase decides the pod's course (a terminal pod's worker stops

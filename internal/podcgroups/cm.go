@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"sync"
 	"syscall"
@@ -188,17 +189,23 @@ func (m *Manager) Start() error {
 }
 
 // EnsurePod creates the pod's cgroup with the pod's limits. It is cheap
-// to call on every sync.
+// to call on every sync. The limits of a cgroup already there are left
+// alone: an in-place resize changes them in its own order
+// (SetPodSetting), never all at once.
 func (m *Manager) EnsurePod(pod *v1.Pod) error {
 	if !m.cfg.PerQOS {
 		return nil
 	}
 	name := m.PodCgroupParent(pod)
+	_, err := os.Stat(m.fs.memoryDir(name))
+	existed := err == nil
 	if err := m.fs.create(name); err != nil {
 		return fmt.Errorf("create pod cgroup %s: %w", name, err)
 	}
-	if err := m.fs.apply(name, m.PodLimits(pod)); err != nil {
-		return fmt.Errorf("configure pod cgroup %s: %w", name, err)
+	if !existed {
+		if err := m.fs.apply(name, m.PodLimits(pod)); err != nil {
+			return fmt.Errorf("configure pod cgroup %s: %w", name, err)
+		}
 	}
 	if qos.Class(pod) == v1.PodQOSBurstable {
 		m.mu.Lock()

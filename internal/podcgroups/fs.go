@@ -20,6 +20,8 @@ type cgroupFS interface {
 	remove(name string) error
 	children(name string) ([]string, error)
 	hasFile(controller, name, file string) bool
+	// memoryDir is the cgroup's directory with the memory controller's files.
+	memoryDir(name string) string
 }
 
 // detect picks the layout mounted at root: v2 when root itself is a
@@ -143,6 +145,8 @@ func (h *fsV1) children(name string) ([]string, error) {
 	return subdirs(filepath.Join(h.dirs["memory"], name))
 }
 
+func (h *fsV1) memoryDir(name string) string { return filepath.Join(h.dirs["memory"], name) }
+
 func (h *fsV1) hasFile(controller, name, file string) bool {
 	_, err := os.Stat(filepath.Join(h.dirs[controller], name, file))
 	return err == nil
@@ -229,6 +233,8 @@ func (h *fsV2) apply(name string, l Limits) error {
 func (h *fsV2) remove(name string) error { return removeTree(filepath.Join(h.root, name), h.rmdir) }
 
 func (h *fsV2) children(name string) ([]string, error) { return subdirs(filepath.Join(h.root, name)) }
+
+func (h *fsV2) memoryDir(name string) string { return filepath.Join(h.root, name) }
 
 func (h *fsV2) hasFile(_, name, file string) bool {
 	_, err := os.Stat(filepath.Join(h.root, name, file))

@@ -74,6 +74,8 @@ func (s *systemdFS) dir(name string) string {
 	return filepath.Join(s.root, "memory", name)
 }
 
+func (s *systemdFS) memoryDir(name string) string { return s.dir(name) }
+
 func (s *systemdFS) exists(name string) bool {
 	_, err := os.Stat(s.dir(name))
 	return err == nil

@@ -84,7 +84,8 @@ func (r *recordFS) remove(name string) error { r.removed = append(r.removed, nam
 func (r *recordFS) children(name string) ([]string, error) {
 	return r.kids[name], nil
 }
-func (r *recordFS) hasFile(_, _, _ string) bool { return false }
+func (r *recordFS) hasFile(_, _, _ string) bool  { return false }
+func (r *recordFS) memoryDir(name string) string { return "/nonexistent-skiff-test" + name }
 
 // With the systemd driver the Manager names every cgroup as a slice: the
 // QoS slices at start, the pod slice it creates and hands to CRI, and the

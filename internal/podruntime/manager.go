@@ -50,6 +50,11 @@ type Config struct {
 	// Devices gives containers the devices device plugins allocated them;
 	// nil: no device manager.
 	Devices Devices
+	// Actuation and PodResizer resize running containers in place to
+	// the resources of the pod SyncPod gets (its allocated ones); nil:
+	// containers keep what they started with.
+	Actuation  Actuation
+	PodResizer PodResizer
 	// StartupDone reports whether the startup probe of the container with
 	// that ID has succeeded; nil: no prober, running means started.
 	StartupDone func(containerID string) bool

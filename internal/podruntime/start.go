@@ -62,6 +62,9 @@ func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Containe
 		return false
 	}
 	m.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	if containerType(pod, c) != metrics.ContainerTypeEphemeral {
+		m.setActuated(pod, c.Name, c.Resources)
+	}
 	began = m.cfg.Clock.Now()
 	err = m.cfg.CRI.Runtime.StartContainer(ctx, id)
 	m.timed(pod, phaseStart, c.Name, began)

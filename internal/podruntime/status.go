@@ -91,6 +91,7 @@ func toContainerStatus(s *runtimeapi.ContainerStatus) *container.ContainerStatus
 		Message:      s.Message,
 		LogPath:      s.LogPath,
 		GracePeriod:  cri.GracePeriodFromAnnotations(s.Annotations),
+		Resources:    s.GetResources().GetLinux(),
 	}
 	// As upstream, the image is what the runtime says it runs (containerd:
 	// the image's first repo tag, e.g. docker.io/library/busybox:1.35), and

@@ -28,6 +28,12 @@ type SyncResult struct {
 	// Started: a container was started, so the runtime status the sync
 	// began with is stale.
 	Started bool
+	// ResizeErr is why resizing running containers in place failed; the
+	// next sync tries again.
+	ResizeErr error
+	// Resized: running containers or the pod cgroup were resized in
+	// place, so the runtime status the sync began with is stale.
+	Resized bool
 }
 
 func (r *SyncResult) wait(name string, cerr *ContainerError, after time.Duration) {
@@ -66,6 +72,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, st *container.PodSta
 	if !m.ensureSandbox(ctx, s) {
 		return s.res
 	}
+	// Before containers start, so that they fit the pod cgroup.
+	m.resizeInPlace(ctx, s)
 	// Before init containers, as upstream: a debug container can run
 	// while an init container fails.
 	m.syncEphemeralContainers(ctx, s)
@@ -147,7 +155,7 @@ func (m *Manager) syncInitContainers(ctx context.Context, s *podSync) bool {
 		if podspec.IsSidecar(c) {
 			switch {
 			case cs != nil && cs.State == container.StateRunning:
-				if m.restartUnhealthy(ctx, s, c, cs) {
+				if m.restartUnhealthy(ctx, s, c, cs) || m.resizeRestart(ctx, s, c, cs) {
 					if !initialized && c.StartupProbe != nil {
 						return false
 					}
@@ -230,7 +238,9 @@ func (m *Manager) syncAppContainer(ctx context.Context, s *podSync, c *v1.Contai
 		m.startContainer(ctx, s, c, nil)
 	case cs.State == container.StateRunning:
 		if cs.Hash == HashContainer(c) {
-			m.restartUnhealthy(ctx, s, c, cs)
+			if !m.restartUnhealthy(ctx, s, c, cs) {
+				m.resizeRestart(ctx, s, c, cs)
+			}
 			return
 		}
 		msg := fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)

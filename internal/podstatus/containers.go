@@ -76,6 +76,7 @@ func (in *Input) containerStatus(c *v1.Container, isInit bool, defaultWaiting st
 		s.Started = ptr(false)
 		s.State.Waiting = waiting(in.Waiting[c.Name], podruntime.ReasonContainerCreating)
 	}
+	in.resources(c, &s, cur)
 	return s
 }
 

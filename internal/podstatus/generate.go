@@ -32,6 +32,9 @@ type Input struct {
 	// Probes decides whether running containers have started and are
 	// ready; nil: running means both.
 	Probes Probes
+	// Resize gives containers' resources and the resize conditions; nil:
+	// none reported.
+	Resize *Resize
 }
 
 // Probes gives the results of startup and readiness probes; the prober's
@@ -174,6 +177,12 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 	add(v1.ContainersReady, ready, reason, msg)
 	add(v1.PodReady, ready, reason, msg)
 	add(v1.PodScheduled, true, "", "")
+	if in.Resize != nil && !terminal {
+		for _, c := range in.Resize.Conditions {
+			c.ObservedGeneration = pod.Generation
+			conds = append(conds, c)
+		}
+	}
 	sort.SliceStable(conds, func(i, j int) bool { return conditionOrder(conds[i].Type) < conditionOrder(conds[j].Type) })
 	return conds
 }
@@ -181,6 +190,7 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 // conditionOrder is the order upstream reports conditions in.
 func conditionOrder(t v1.PodConditionType) int {
 	return map[v1.PodConditionType]int{
+		v1.PodResizePending: -2, v1.PodResizeInProgress: -1,
 		v1.PodReadyToStartContainers: 0, v1.PodInitialized: 1, v1.PodReady: 2,
 		v1.ContainersReady: 3, v1.PodScheduled: 4,
 	}[t]

@@ -48,7 +48,7 @@ func running() v1.PodStatus {
 		PodIP: "10.0.0.1",
 		Conditions: []v1.PodCondition{
 			{Type: v1.PodReady, Status: v1.ConditionTrue},
-			{Type: v1.PodScheduled, Status: v1.ConditionTrue, Reason: "from-kubelet"},
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, Reason: "from-kubelet", ObservedGeneration: 4},
 		},
 	}
 }
@@ -83,6 +83,9 @@ func TestStatusIsPatchedOnceAndMerged(t *testing.T) {
 	}
 	if scheduled == nil || scheduled.Reason != "by-scheduler" {
 		t.Errorf("the scheduler's PodScheduled condition must be kept: %+v", got.Status.Conditions)
+	}
+	if scheduled != nil && scheduled.ObservedGeneration != 4 {
+		t.Errorf("PodScheduled observedGeneration %d, want the kubelet's 4", scheduled.ObservedGeneration)
 	}
 	if n := len(actions(client, "patch")); n != 1 {
 		t.Fatalf("%d patches, want 1", n)

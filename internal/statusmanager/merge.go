@@ -16,6 +16,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 	v1.PodInitialized:            true,
 	v1.ContainersReady:           true,
 	v1.PodReady:                  true,
+	v1.PodResizePending:          true,
+	v1.PodResizeInProgress:       true,
 }
 
 // mergeStatus combines the status the apiserver holds with the kubelet's,
@@ -28,6 +30,12 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 	have := map[v1.PodConditionType]bool{}
 	for _, c := range api.Conditions {
 		if !kubeletConditions[c.Type] {
+			if c.Type == v1.PodScheduled {
+				// Upstream's kubelet owns PodScheduled and reports it for
+				// the pod's generation; keeping the scheduler's (its
+				// reason, its time), it takes the kubelet's generation.
+				c.ObservedGeneration = observedGeneration(kubelet.Conditions, c.Type, c.ObservedGeneration)
+			}
 			out.Conditions = append(out.Conditions, c)
 			have[c.Type] = true
 		}
@@ -47,6 +55,17 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 		out.NominatedNodeName = api.NominatedNodeName
 	}
 	return out
+}
+
+// observedGeneration is the generation the kubelet's condition of that
+// type observed, or def without one.
+func observedGeneration(conds []v1.PodCondition, t v1.PodConditionType, def int64) int64 {
+	for _, c := range conds {
+		if c.Type == t && c.ObservedGeneration != 0 {
+			return c.ObservedGeneration
+		}
+	}
+	return def
 }
 
 // equalIgnoringTimes compares statuses with condition probe times cleared,
