@@ -2,9 +2,11 @@
 # Builds the third-party binaries Skiff's tests run against into _output/bin/:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
-#   kubeadm             k8s.io/kubernetes v1.34.4   (module hack/tools)
+#   kubeadm kube-proxy  k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
+#   coredns             CoreDNS v1.12.1             (module hack/tools/addons)
+#   metrics-server      metrics-server v0.9.0       (module hack/tools/addons)
 #   staticcheck         honnef.co/go/tools v0.8.2   (module hack/tools/staticcheck)
 #
 # and into _output/containerd2/bin/ (not on anyone's PATH by accident: only
@@ -59,7 +61,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm etcd etcdctl registry staticcheck containerd containerd-shim-runc-v2 ctr)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy etcd etcdctl registry coredns metrics-server staticcheck containerd containerd-shim-runc-v2 ctr)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -117,6 +119,10 @@ ctrd=github.com/containerd/containerd/v2
 CTRD2_VERSION=v2.4.2
 ctrd2_tags="urfave_cli_no_docs,osusergo,netgo,static_build,no_btrfs,no_devmapper,no_zfs"
 ctrd2_ldflags="-s -w -X $ctrd/version.Version=$CTRD2_VERSION -X $ctrd/version.Package=$ctrd"
+
+# The dev cluster's add-ons (hack/addons): CoreDNS reports its version from
+# a constant; metrics-server's build stamps client-go's version variables.
+addons_ldflags="-s -w -X k8s.io/client-go/pkg/version.gitVersion=v0.9.0"
 
 # --- building ---------------------------------------------------------------
 wanted() {
@@ -211,7 +217,8 @@ build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
 	kubectl=k8s.io/kubernetes/cmd/kubectl \
 	kubelet=k8s.io/kubernetes/cmd/kubelet \
-	kubeadm=k8s.io/kubernetes/cmd/kubeadm
+	kubeadm=k8s.io/kubernetes/cmd/kubeadm \
+	kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 
 build_module hack/tools/etcd "" "$etcd_ldflags" \
 	etcd=go.etcd.io/etcd/server/v3 \
@@ -219,6 +226,12 @@ build_module hack/tools/etcd "" "$etcd_ldflags" \
 
 build_module hack/tools/registry "" "$registry_ldflags" \
 	registry=$dist/cmd/registry
+
+# CoreDNS from a main of our own with kubeadm's Corefile plugins (see
+# hack/tools/addons/coredns).
+build_module hack/tools/addons "" "$addons_ldflags" \
+	coredns=github.com/skiff-sh/skiff/hack/tools/addons/coredns \
+	metrics-server=sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # staticcheck reports its version from its module's build info: no ldflags.
 build_module hack/tools/staticcheck "" "-s -w" \
