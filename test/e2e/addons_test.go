@@ -34,9 +34,9 @@ import (
 // its pods are stopped first and `kube-proxy --cleanup` removes its rules.
 func TestAddOnsServiceDNSAndTop(t *testing.T) {
 	cn := sharedNode(t)
-	deployAddOns(t, cn)
 
-	// A web server behind a Service, and a client that finds it by name.
+	// A web server behind a Service (started while the add-ons come up),
+	// and a client that finds it by name.
 	web := busyboxPod("web", "mkdir /www && echo served-by-$(hostname) >/www/index.html && exec httpd -f -p 8080 -h /www")
 	web.Labels["app"] = "web"
 	cn.createPod(t, web)
@@ -48,6 +48,7 @@ func TestAddOnsServiceDNSAndTop(t *testing.T) {
 		},
 	}, metav1.CreateOptions{})
 	must(t, err)
+	deployAddOns(t, cn)
 	dns, err := cn.admin.CoreV1().Services(cn.ns).Get(cn.ctx(), "kube-dns", metav1.GetOptions{})
 	must(t, err)
 
