@@ -39,7 +39,7 @@ COREDNS_IMAGE=skiff.local/coredns:v1.12.4
 METRICS_SERVER_IMAGE=skiff.local/metrics-server:v0.9.0
 ADDONS=(kube-proxy coredns metrics-server metrics-apiservice)
 
-# iptables_flags prints ociimage --add flags for the host's iptables (the
+# iptables_flags prints ociimage flags for the host's iptables (the
 # backend its `iptables` points at, so kube-proxy's rules sit beside the
 # CNI plugins'), the libraries it links and the extensions it loads.
 iptables_flags() {
