@@ -62,28 +62,31 @@ iptables_flags() {
 	for lib in "$ext"/*.so; do echo "--add=$lib:$lib"; done
 }
 
+# The archive images builds; removed when the script exits.
+TAR=
+trap 'rm -f "$TAR"' EXIT
+
 images() {
-	local have tar flags
+	local have flags
 	have=$(hack/containerd.sh images)
 	for b in kube-proxy coredns metrics-server; do
 		[[ -x $BIN/$b ]] || { echo "addons.sh: $BIN/$b is missing: run hack/build-tools.sh $b" >&2; exit 1; }
 	done
 	mkdir -p bin
 	go build -o bin/ociimage ./hack/ociimage
-	tar=$(mktemp --suffix=.tar)
-	trap 'rm -f "$tar"' RETURN
+	TAR=$(mktemp --suffix=.tar)
 	if ! grep -qxF "$KUBE_PROXY_IMAGE" <<<"$have"; then
 		mapfile -t flags < <(iptables_flags)
-		bin/ociimage --name "$KUBE_PROXY_IMAGE" -o "$tar" --add "$BIN/kube-proxy:/usr/local/bin/kube-proxy" "${flags[@]}"
-		hack/containerd.sh import "$tar"
+		bin/ociimage --name "$KUBE_PROXY_IMAGE" -o "$TAR" --add "$BIN/kube-proxy:/usr/local/bin/kube-proxy" "${flags[@]}"
+		hack/containerd.sh import "$TAR"
 	fi
 	if ! grep -qxF "$COREDNS_IMAGE" <<<"$have"; then
-		bin/ociimage --name "$COREDNS_IMAGE" -o "$tar" --add "$BIN/coredns:/coredns" --entrypoint /coredns
-		hack/containerd.sh import "$tar"
+		bin/ociimage --name "$COREDNS_IMAGE" -o "$TAR" --add "$BIN/coredns:/coredns" --entrypoint /coredns
+		hack/containerd.sh import "$TAR"
 	fi
 	if ! grep -qxF "$METRICS_SERVER_IMAGE" <<<"$have"; then
-		bin/ociimage --name "$METRICS_SERVER_IMAGE" -o "$tar" --add "$BIN/metrics-server:/metrics-server" --entrypoint /metrics-server
-		hack/containerd.sh import "$tar"
+		bin/ociimage --name "$METRICS_SERVER_IMAGE" -o "$TAR" --add "$BIN/metrics-server:/metrics-server" --entrypoint /metrics-server
+		hack/containerd.sh import "$TAR"
 	fi
 }
 
