@@ -4,7 +4,8 @@
 #
 #   make up     build; start the dev containerd, a local control plane
 #               (etcd, apiserver, controller-manager, scheduler) and Skiff as
-#               its node; run an example Deployment
+#               its node; run an example Deployment and the add-ons
+#               (kube-proxy, CoreDNS, metrics-server) as pods
 #   make down   stop all of it (and every pod they ran)
 #   make test   lint (gofmt, go vet, staticcheck, code limits), unit and
 #               fuzz tests, then the end-to-end suite against the dev
@@ -47,7 +48,8 @@ runtime: deps
 	hack/containerd.sh start
 
 # Upstream kube-apiserver, controller-manager, scheduler, kubectl, kubelet,
-# etcd, a registry and staticcheck in _output/bin/ (separate tools modules; cached).
+# kube-proxy, etcd, CoreDNS, metrics-server, a registry and staticcheck in
+# _output/bin/ (separate tools modules; cached).
 tools:
 	hack/build-tools.sh
 
@@ -135,8 +137,11 @@ bench-imports: deps
 up: runtime tools build
 	hack/cluster.sh up --api-port 6443
 	hack/skiff.sh start
+	hack/addons.sh up
 
+# kube-proxy's rules outlive its pod: cleanup removes them once it is gone.
 down:
 	hack/skiff.sh stop
 	hack/cluster.sh down
 	hack/containerd.sh stop
+	hack/addons.sh cleanup

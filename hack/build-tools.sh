@@ -2,10 +2,12 @@
 # Builds the third-party binaries Skiff's tests run against into _output/bin/:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
-#   kubeadm sample-device-plugin
+#   kubeadm kube-proxy sample-device-plugin
 #                       k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
+#   coredns             CoreDNS v1.12.4             (module hack/tools/addons)
+#   metrics-server      metrics-server v0.9.0       (module hack/tools/addons)
 #   staticcheck         honnef.co/go/tools v0.8.2   (module hack/tools/staticcheck)
 #
 # and into _output/containerd2/bin/ (not on anyone's PATH by accident: only
@@ -60,7 +62,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm sample-device-plugin etcd etcdctl registry staticcheck containerd containerd-shim-runc-v2 ctr)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy sample-device-plugin etcd etcdctl registry coredns metrics-server staticcheck containerd containerd-shim-runc-v2 ctr)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -118,6 +120,10 @@ ctrd=github.com/containerd/containerd/v2
 CTRD2_VERSION=v2.4.2
 ctrd2_tags="urfave_cli_no_docs,osusergo,netgo,static_build,no_btrfs,no_devmapper,no_zfs"
 ctrd2_ldflags="-s -w -X $ctrd/version.Version=$CTRD2_VERSION -X $ctrd/version.Package=$ctrd"
+
+# The dev cluster's add-ons (hack/addons): CoreDNS reports its version from
+# a constant; metrics-server's build stamps client-go's version variables.
+addons_ldflags="-s -w -X k8s.io/client-go/pkg/version.gitVersion=v0.9.0"
 
 # --- building ---------------------------------------------------------------
 wanted() {
@@ -216,6 +222,7 @@ build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kubectl=k8s.io/kubernetes/cmd/kubectl \
 	kubelet=k8s.io/kubernetes/cmd/kubelet \
 	kubeadm=k8s.io/kubernetes/cmd/kubeadm \
+	kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
 	sample-device-plugin=k8s.io/kubernetes/test/images/sample-device-plugin
 
 build_module hack/tools/etcd "" "$etcd_ldflags" \
@@ -224,6 +231,12 @@ build_module hack/tools/etcd "" "$etcd_ldflags" \
 
 build_module hack/tools/registry "" "$registry_ldflags" \
 	registry=$dist/cmd/registry
+
+# CoreDNS from a main of our own with kubeadm's Corefile plugins (see
+# hack/tools/addons/coredns).
+build_module hack/tools/addons "" "$addons_ldflags" \
+	coredns=github.com/skiff-sh/skiff/hack/tools/addons/coredns \
+	metrics-server=sigs.k8s.io/metrics-server/cmd/metrics-server
 
 # staticcheck reports its version from its module's build info: no ldflags.
 build_module hack/tools/staticcheck "" "-s -w" \

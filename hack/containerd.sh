@@ -14,6 +14,9 @@
 #   hack/containerd.sh bindir  # prints the directory of this version's
 #                              # containerd, ctr and runc shim (put it first
 #                              # in the PATH of a containerd of one's own)
+#   hack/containerd.sh images  # lists the images of the CRI namespace
+#   hack/containerd.sh import ARCHIVE  # imports an OCI archive there
+#                              # (hack/addons.sh builds its images so)
 #
 # SKIFF_RUNTIME picks the version:
 #   containerd   (default) Debian's containerd 1.6 (/usr/bin)
@@ -492,5 +495,7 @@ stop) stop ;;
 status) status ;;
 config) shift; config_for_dir "$@" ;;
 bindir) ensure_binaries >&2; dirname "$BIN" ;;
-*) echo "usage: $0 start|stop|status|bindir|config DIR [--systemd-cgroup] [--state DIR] [--sandbox-image NAME]" >&2; exit 2 ;;
+images) ctr_ -n k8s.io images ls -q ;;
+import) ctr_ -n k8s.io images import --snapshotter "$(snapshotter "$ROOT")" "${2:?usage: $0 import ARCHIVE}" ;;
+*) echo "usage: $0 start|stop|status|bindir|images|import ARCHIVE|config DIR [--systemd-cgroup] [--state DIR] [--sandbox-image NAME]" >&2; exit 2 ;;
 esac

@@ -50,6 +50,7 @@ start() {
 	fi
 	echo "skiff.sh: waiting for node $node to be Ready"
 	$KUBECTL wait --for=condition=Ready "node/$node" --timeout=120s
+	approve_serving_csr "$node"
 	$KUBECTL apply -f examples/hello-deployment.yaml
 	$KUBECTL rollout status deployment/hello --timeout=120s
 	cat <<EOT
@@ -59,10 +60,29 @@ Skiff is the node "$node" of a local cluster. Look around:
   kubectl get nodes -o wide
   kubectl get pods -o wide            # the hello Deployment and the static pod's mirror pod
   kubectl get events --sort-by=.lastTimestamp
+  kubectl top pod -A                  # metrics-server, from Skiff's /metrics/resource
+  kubectl -n kube-system get pods     # kube-proxy, CoreDNS, metrics-server (hack/addons.sh)
   curl -s http://127.0.0.1:10255/pods  # pods as Skiff sees them (read-only port)
   tail -f /var/log/pods/default_hello-${node}_*/hello/*.log   # the example static pod's output
   tail -f $LOG
 EOT
+}
+
+# approve_serving_csr waits until Skiff has its serving certificate
+# (serverTLSBootstrap in hack/skiff-dev.yaml), approving the node's pending
+# kubelet-serving CSRs as an administrator would: the controller-manager
+# signs them but never approves them.
+approve_serving_csr() {
+	local node=$1
+	for _ in $(seq 120); do
+		[[ -s /var/lib/skiff-dev/kubelet/pki/kubelet-server-current.pem ]] && return 0
+		$KUBECTL get csr -o jsonpath='{range .items[*]}{.metadata.name} {.spec.signerName} {.spec.username} {.status.conditions[0].type}{"\n"}{end}' |
+			awk -v u="system:node:$node" '$2 == "kubernetes.io/kubelet-serving" && $3 == u && $4 == "" { print $1 }' |
+			xargs -r $KUBECTL certificate approve
+		sleep 0.5
+	done
+	echo "skiff.sh: no serving certificate within 60s; see $LOG" >&2
+	return 1
 }
 
 stop() {

@@ -29,13 +29,15 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
 	var (
-		opts             options
-		adds, entrypoint listFlag
-		cmd, env         listFlag
-		output           string
+		opts        options
+		adds, links listFlag
+		entrypoint  listFlag
+		cmd, env    listFlag
+		output      string
 	)
 	flag.StringVar(&opts.Name, "name", "", "full image name with tag, e.g. skiff.local/busybox:1.35 (required)")
 	flag.Var(&adds, "add", "host `SRC:DST` file to copy into the image (repeatable)")
+	flag.Var(&links, "link", "symlink `PATH:TARGET` in the image (repeatable)")
 	flag.BoolVar(&opts.BusyboxLinks, "busybox-links", false, "symlink every applet of the added busybox (from `busybox --list`) next to it")
 	flag.BoolVar(&opts.BaseFiles, "base-files", false, "add /etc/passwd, /etc/group, /root and /tmp (mode 1777)")
 	flag.Var(&entrypoint, "entrypoint", "one entrypoint argument (repeatable, in order)")
@@ -46,13 +48,13 @@ func main() {
 	flag.Parse()
 
 	opts.Entrypoint, opts.Cmd, opts.Env = entrypoint, cmd, env
-	if err := run(opts, adds, output); err != nil {
+	if err := run(opts, adds, links, output); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(opts options, adds []string, output string) error {
+func run(opts options, adds, links []string, output string) error {
 	if opts.Name == "" || output == "" {
 		return fmt.Errorf("--name and -o are required")
 	}
@@ -62,6 +64,13 @@ func run(opts options, adds []string, output string) error {
 			return fmt.Errorf("--add %q: want SRC:DST", a)
 		}
 		opts.Files = append(opts.Files, hostFile{Src: src, Dst: dst})
+	}
+	for _, l := range links {
+		p, target, ok := strings.Cut(l, ":")
+		if !ok || p == "" || target == "" {
+			return fmt.Errorf("--link %q: want PATH:TARGET", l)
+		}
+		opts.Links = append(opts.Links, link{Path: p, Target: target})
 	}
 
 	// Write to a temporary file and rename, so an interrupted build never

@@ -219,3 +219,22 @@ func TestBusyboxLinksNeedsBusybox(t *testing.T) {
 		t.Error("want an error when --busybox-links has no busybox to link")
 	}
 }
+
+// --link makes a symlink (with its parent directories); a malformed one is
+// refused.
+func TestLinks(t *testing.T) {
+	r, err := collect(options{Links: []link{{Path: "/usr/sbin/iptables", Target: "xtables-nft-multi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := r["/usr/sbin/iptables"]; e.Kind != kindSymlink || e.Link != "xtables-nft-multi" {
+		t.Errorf("/usr/sbin/iptables: %+v", e)
+	}
+	if e := r["/usr/sbin"]; e.Kind != kindDir {
+		t.Errorf("/usr/sbin: %+v", e)
+	}
+	out := filepath.Join(t.TempDir(), "x.tar")
+	if err := run(options{Name: "skiff.local/x:1"}, nil, []string{"no-target"}, out); err == nil {
+		t.Error("--link without a target accepted")
+	}
+}

@@ -14,6 +14,7 @@ import (
 type options struct {
 	Name         string     // full reference, e.g. skiff.local/pause:3.10
 	Files        []hostFile // host files copied into the image
+	Links        []link     // symlinks made in the image
 	BusyboxLinks bool       // add applet symlinks for the busybox among Files
 	BaseFiles    bool       // add /etc/passwd, /etc/group, /root, /tmp
 
@@ -23,6 +24,9 @@ type options struct {
 
 // hostFile is one --add SRC:DST.
 type hostFile struct{ Src, Dst string }
+
+// link is one --link PATH:TARGET.
+type link struct{ Path, Target string }
 
 // entryKind is the type of a file system entry in the layer.
 type entryKind int
@@ -86,6 +90,11 @@ func collect(opts options) (rootfs, error) {
 			return nil, err
 		}
 		if err := r.add(entry{Path: f.Dst, Kind: kindFile, Mode: int64(st.Mode().Perm()), Data: data}); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range opts.Links {
+		if err := r.add(entry{Path: l.Path, Kind: kindSymlink, Mode: 0o777, Link: l.Target}); err != nil {
 			return nil, err
 		}
 	}

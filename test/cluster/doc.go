@@ -43,7 +43,8 @@
 // address as the kubernetes Service endpoint); authorization Node,RBAC,
 // admission NodeRestriction on top of the defaults (ServiceAccount among
 // them), bootstrap token authentication, privileged containers allowed,
-// --kubelet-preferred-address-types=InternalIP, audit off. The
+// --kubelet-preferred-address-types=InternalIP, aggregated APIs dialled at
+// their endpoints (--enable-aggregator-routing), audit off. The
 // controller-manager runs all controllers plus bootstrapsigner and
 // tokencleaner with per-controller ServiceAccount credentials, allocates
 // node podCIDRs (/24s of ClusterCIDR) and signs CSRs with the CA. The

@@ -136,6 +136,11 @@ func (c *Cluster) apiServerArgs() []string {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file=" + pki("front-proxy-client.crt"),
 		"--proxy-client-key-file=" + pki("front-proxy-client.key"),
+		// Aggregated APIs (metrics-server's) are dialled at their pods'
+		// addresses, on the node's bridge, not at Service IPs, which only
+		// a kube-proxy on this host would route: without its rules the
+		// apiserver's connections go out of the default route instead.
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 		// ClusterTrustBundles (beta, off by default in 1.34) so projected
 		// volumes can use them.
