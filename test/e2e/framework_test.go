@@ -110,6 +110,9 @@ type node struct {
 	rt       *privateRuntime
 	endpoint string
 	name     string // the node's name when not nodeName
+	// upstream marks the upstream kubelet in Skiff's place
+	// (upstreamnode_test.go).
+	upstream bool
 }
 
 // stopRuntime stops the node's containerd (its pods keep running);
@@ -267,6 +270,9 @@ func (n *node) start(extraArgs ...string) {
 
 // launch starts the Skiff process with the node's arguments.
 func (n *node) launch(extraArgs ...string) error {
+	if n.upstream {
+		return n.launchUpstream(extraArgs...)
+	}
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -305,7 +311,11 @@ func (n *node) waitHealthy(timeout time.Duration) error {
 			return fmt.Errorf("skiff exited early: %s", tail(n.log(), 20))
 		default:
 		}
-		if resp, err := http.Get(n.url("/healthz")); err == nil {
+		u := n.url("/healthz")
+		if n.upstream { // no read-only port
+			u = fmt.Sprintf("http://127.0.0.1:%d/healthz", n.healthzPort)
+		}
+		if resp, err := http.Get(u); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
