@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skiff-sh/skiff/test/cluster"
+	"github.com/skiff-sh/skiff/test/kubeletconfig"
 )
 
 // upstreamKubeletBin is the upstream kubelet built by hack/build-tools.sh.
@@ -97,43 +98,10 @@ func startUpstreamNode(t *testing.T, c *cluster.Cluster, extraConfig string) *cl
 }
 
 // upstreamConfig is the upstream kubelet's configuration as a node of
-// the suite cluster: the shared node's settings where they matter to a
-// comparison (cgroupfs, no eviction or image GC to speak of, the kubelet
-// API authenticated by client certificate).
+// the suite cluster: the comparison settings, on its private runtime.
 func upstreamConfig(n *node, caFile string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-cgroupDriver: cgroupfs
-cgroupRoot: %s
-failSwapOn: false
-address: 0.0.0.0
-port: %d
-healthzPort: %d
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
-authentication:
-  x509:
-    clientCAFile: %s
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-resolvConf: /etc/resolv.conf
-clusterDomain: cluster.local
-registerWithTaints:
-- key: %s
-  effect: NoSchedule
-`, n.rt.endpoint, n.rt.cgroupRoot, n.apiPort, n.healthzPort, caFile, upstreamTaint)
+	return kubeletconfig.Comparison{Endpoint: n.rt.endpoint, CgroupRoot: n.rt.cgroupRoot, Port: n.apiPort,
+		HealthzPort: n.healthzPort, ClientCAFile: caFile, Taints: []string{upstreamTaint}}.YAML()
 }
 
 // launchUpstream starts the upstream kubelet with the node's arguments.

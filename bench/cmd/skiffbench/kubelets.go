@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/skiff-sh/skiff/test/kubeletconfig"
 )
 
 // The two kubelets under test.
@@ -120,41 +122,10 @@ func (p *kubeletProc) alive() error {
 	}
 }
 
-// kubeletConfig is the KubeletConfiguration both kubelets run with. What
-// the upstream kubelet needs on this machine: the cgroupfs driver (the dev
-// containerd's runc), no swap check, its ports off the defaults, client
-// certificates of the cluster CA (the apiserver's node proxy) and no
-// anonymous or webhook auth, and image GC and hard eviction that cannot
-// trip during a run. Skiff reads the same file.
+// kubeletConfig is the KubeletConfiguration both kubelets run with (Skiff
+// reads the same file), the suite's comparison settings.
 func kubeletConfig(cri string, port, healthzPort int, clientCA string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-cgroupDriver: cgroupfs
-failSwapOn: false
-port: %d
-healthzPort: %d
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
-authentication:
-  x509:
-    clientCAFile: %s
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-resolvConf: /etc/resolv.conf
-clusterDomain: cluster.local
-`, cri, port, healthzPort, clientCA)
+	return kubeletconfig.Comparison{Endpoint: cri, Port: port, HealthzPort: healthzPort, ClientCAFile: clientCA}.YAML()
 }
 
 // waitNode waits for the bench Node to be Ready.
