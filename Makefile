@@ -32,7 +32,7 @@ E2E_PARALLEL ?= 8
 SKIFF_RUNTIME ?= containerd
 export SKIFF_RUNTIME
 
-.PHONY: deps build runtime tools lint test fuzz e2e bench bench-imports up down
+.PHONY: deps build runtime tools lint test fuzz e2e bench bench-imports no-e2e up down
 
 # apt packages (containerd, runc, CNI plugins, busybox-static, ...); idempotent.
 deps:
@@ -134,7 +134,12 @@ bench: deps tools build
 bench-imports: deps
 	go run ./bench/cmd/skiffbench -import-cost
 
-up: runtime tools build
+# make up restarts the dev containerd, which an e2e run must have alone.
+no-e2e:
+	@mkdir -p $(dir $(E2E_LOCK))
+	@if ! flock -n $(E2E_LOCK) true; then echo "an end-to-end run holds $(E2E_LOCK) and uses the dev containerd: run make up after it ends" >&2; exit 1; fi
+
+up: no-e2e runtime tools build
 	hack/cluster.sh up --api-port 6443
 	hack/skiff.sh start
 	hack/addons.sh up

@@ -26,6 +26,12 @@ longTests() {
 		/^\tquietLong\(t\)$/ { print name }' test/e2e/*_test.go | paste -sd'|'
 }
 
+# Checked again here, inside the lock: a run that queued behind another
+# may find make up's Skiff started meanwhile.
+if hack/skiff.sh running; then
+	echo "make up's Skiff is running on the dev containerd; two kubelets on one containerd remove each other's pods: run 'make down' first" >&2
+	exit 1
+fi
 hack/containerd.sh start || exit
 if [[ -n $run ]]; then
 	"${report[@]}" "${gotest[@]}" -run "$run" ./test/e2e/...
