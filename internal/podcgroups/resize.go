@@ -53,33 +53,21 @@ func (m *Manager) SetPodSetting(pod *v1.Pod, s Setting) error {
 	return nil
 }
 
-// PodMemoryUsage is the pod cgroup's working set (usage less inactive
-// file pages), as upstream measures what a lower memory limit must fit.
+// PodMemoryUsage is the pod cgroup's memory usage, page cache included
+// (memory.usage_in_bytes, memory.current on v2): what upstream's check
+// of a lower memory limit reads (cAdvisor's usage, not the working set).
 func (m *Manager) PodMemoryUsage(pod *v1.Pod) (int64, error) {
-	dir := m.fs.memoryDir(m.PodCgroupParent(pod))
-	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
+	usageFile := "memory.usage_in_bytes"
 	if m.fs.version() == 2 {
-		usageFile, inactiveKey = "memory.current", "inactive_file"
+		usageFile = "memory.current"
 	}
-	b, err := os.ReadFile(filepath.Join(dir, usageFile))
+	b, err := os.ReadFile(filepath.Join(m.fs.memoryDir(m.PodCgroupParent(pod)), usageFile))
 	if err != nil {
 		return 0, fmt.Errorf("read pod memory usage: %w", err)
 	}
 	usage, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("parse %s: %w", usageFile, err)
-	}
-	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
-	if err != nil {
-		return 0, fmt.Errorf("read pod memory stat: %w", err)
-	}
-	for _, line := range strings.Split(string(stat), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == inactiveKey {
-			if v, err := strconv.ParseInt(f[1], 10, 64); err == nil && v < usage {
-				usage -= v
-			}
-		}
 	}
 	return usage, nil
 }

@@ -169,8 +169,8 @@ func ordered(updates []*inPlace, res v1.ResourceName) []*inPlace {
 }
 
 // checkMemoryDecrease refuses, as upstream, to set a memory limit of the
-// pod or of a container below its current working set: that would make
-// the kernel OOM-kill it.
+// pod or of a container at or below its current memory usage (page cache
+// included, as upstream reads it): that could make the kernel OOM-kill it.
 func (m *Manager) checkMemoryDecrease(ctx context.Context, pod *v1.Pod, updates []*inPlace, want, have podcgroups.Limits) error {
 	var errs []error
 	if cmpLimit(want.Memory, have.Memory) < 0 && want.Memory != nil {
@@ -178,7 +178,7 @@ func (m *Manager) checkMemoryDecrease(ctx context.Context, pod *v1.Pod, updates 
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("unable to read memory usage for pod %q", podString(pod)))
-		case usage > *want.Memory:
+		case usage >= *want.Memory:
 			errs = append(errs, fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", *want.Memory, usage))
 		}
 	}
@@ -188,12 +188,12 @@ func (m *Manager) checkMemoryDecrease(ctx context.Context, pod *v1.Pod, updates 
 			continue
 		}
 		st, err := m.cfg.CRI.Runtime.ContainerStats(ctx, u.id)
-		ws := st.GetMemory().GetWorkingSetBytes()
+		usage := st.GetMemory().GetUsageBytes()
 		switch {
-		case err != nil || ws == nil:
-			errs = append(errs, fmt.Errorf("unable to read memory usage for container %q", u.c.Name))
-		case int64(ws.GetValue()) > limit:
-			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", u.c.Name, limit, ws.GetValue()))
+		case err != nil || usage == nil:
+			errs = append(errs, fmt.Errorf("missing container %q memory usage", u.c.Name))
+		case int64(usage.GetValue()) >= limit:
+			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", u.c.Name, limit, usage.GetValue()))
 		}
 	}
 	if len(errs) > 0 {

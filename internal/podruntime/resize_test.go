@@ -113,7 +113,7 @@ func TestResizeInPlaceSafeOrder(t *testing.T) {
 	upID, downID := f.ids()
 	f.rt.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
 		Attributes: &runtimeapi.ContainerAttributes{Id: downID},
-		Memory:     &runtimeapi.MemoryUsage{WorkingSetBytes: &runtimeapi.UInt64Value{Value: 10 << 20}},
+		Memory:     &runtimeapi.MemoryUsage{UsageBytes: &runtimeapi.UInt64Value{Value: 10 << 20}},
 	}})
 	f.pod.Spec.Containers[0].Resources = cpuMem("300m", "192Mi") // pod memory grows: 192Mi → 256Mi
 	f.pod.Spec.Containers[1].Resources = cpuMem("100m", "64Mi")  // pod CPU shrinks: 600m → 400m
@@ -149,19 +149,23 @@ func TestResizeInPlaceSafeOrder(t *testing.T) {
 	}
 }
 
-// A memory limit below what a container or the pod uses is not set: the
-// resize fails with upstream's message and nothing changes.
+// A memory limit at or below what a container or the pod uses, page
+// cache included (upstream reads usage, not the working set), is not set:
+// the resize fails with upstream's message and nothing changes.
 func TestResizeRefusesMemoryBelowUsage(t *testing.T) {
 	f, log := resizeFixture(t)
 	_, downID := f.ids()
 	f.rt.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
 		Attributes: &runtimeapi.ContainerAttributes{Id: downID},
-		Memory:     &runtimeapi.MemoryUsage{WorkingSetBytes: &runtimeapi.UInt64Value{Value: 100 << 20}},
+		Memory: &runtimeapi.MemoryUsage{
+			WorkingSetBytes: &runtimeapi.UInt64Value{Value: 40 << 20}, // would fit
+			UsageBytes:      &runtimeapi.UInt64Value{Value: 100 << 20},
+		},
 	}})
-	log.usage = 150 << 20
+	log.usage = 128 << 20 // exactly the new pod limit
 	f.pod.Spec.Containers[1].Resources = cpuMem("400m", "64Mi")
 	res := f.sync()
-	want := `cannot decrease memory limits: [attempting to set pod memory limit (134217728) below current usage (157286400), ` +
+	want := `cannot decrease memory limits: [attempting to set pod memory limit (134217728) below current usage (134217728), ` +
 		`attempting to set container "down" memory limit (67108864) below current usage (104857600)]`
 	if res.ResizeErr == nil || res.ResizeErr.Error() != want {
 		t.Errorf("resize error %v\nwant %s", res.ResizeErr, want)

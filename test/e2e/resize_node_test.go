@@ -21,8 +21,16 @@ import (
 // pod holding the CPU is deleted.
 func TestResizeInfeasibleAndDeferred(t *testing.T) {
 	cn := newPrivateClusterNode(t)
-	cn.start("--system-reserved", fmt.Sprintf("cpu=%dm", runtime.NumCPU()*1000-600))
+	cn.start("--system-reserved", "cpu="+resizeReservedCPU())
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+	resizeInfeasibleAndDeferred(t, cn)
+}
+
+// resizeReservedCPU is the system-reserved CPU that leaves a node of this
+// machine 600m of allocatable CPU.
+func resizeReservedCPU() string { return fmt.Sprintf("%dm", runtime.NumCPU()*1000-600) }
+
+func resizeInfeasibleAndDeferred(t *testing.T, cn *clusterNode) {
 	waitFor(t, 30*time.Second, "allocatable cpu 600m", func() (bool, error) {
 		a := cn.getNode(t).Status.Allocatable[v1.ResourceCPU]
 		return a.MilliValue() == 600, nil
@@ -34,7 +42,7 @@ func TestResizeInfeasibleAndDeferred(t *testing.T) {
 	cn.createPod(t, hog)
 	cn.createPod(t, waiter)
 	w := cn.waitPod(t, cn.ns, waiter.Name, 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-	_, ctrCg := containerCgroup(cn.rt.cgroupRoot, w, "main")
+	_, ctrCg := containerCgroup(cn.cgroupRoot(), w, "main")
 
 	pendingIs := func(gen int64, reason, msg string) {
 		t.Helper()
@@ -76,6 +84,12 @@ func TestResizeSurvivesSkiffRestart(t *testing.T) {
 	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+	resizeSurvivesRestart(t, cn)
+}
+
+// resizeSurvivesRestart is TestResizeSurvivesSkiffRestart's body on a
+// started node whose kubelet it may stop and start.
+func resizeSurvivesRestart(t *testing.T, cn *clusterNode) {
 	p := busyboxPod("resize-restart", sleeper)
 	p.Spec.Containers[0].Resources = res("100m", "32Mi", "100m", "32Mi")
 	p.Spec.Containers[0].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
@@ -85,8 +99,8 @@ func TestResizeSurvivesSkiffRestart(t *testing.T) {
 	step := func(what string, to v1.ResourceRequirements, restarts int32, memory string) *v1.Pod {
 		t.Helper()
 		gen := cn.resize(t, p.Name, false, map[string]v1.ResourceRequirements{"main": to})
-		if what == "while Skiff is down" {
-			// A restarted Skiff, as upstream's kubelet, may report the new
+		if what == "while the kubelet is down" {
+			// A restarted kubelet (Skiff as upstream's) may report the new
 			// generation before it decides the resize: wait for its effect.
 			cn.start()
 			cn.waitPod(t, cn.ns, p.Name, 60*time.Second, "restarted for its new memory", func(p *v1.Pod) bool {
@@ -98,7 +112,7 @@ func TestResizeSurvivesSkiffRestart(t *testing.T) {
 		if cs := statusOf(got, "main"); cs.RestartCount != restarts {
 			t.Errorf("%s: restarts %d, want %d", what, cs.RestartCount, restarts)
 		}
-		_, ctrCg := containerCgroup(cn.rt.cgroupRoot, got, "main")
+		_, ctrCg := containerCgroup(cn.cgroupRoot(), got, "main")
 		if m := cgroupFile(t, "memory", ctrCg, "memory.limit_in_bytes"); m != memory {
 			t.Errorf("%s: memory limit %s, want %s", what, m, memory)
 		}
@@ -112,15 +126,15 @@ func TestResizeSurvivesSkiffRestart(t *testing.T) {
 	}
 
 	cn.stop()
-	step("while Skiff is down", res("100m", "64Mi", "100m", "64Mi"), 2, "67108864")
+	step("while the kubelet is down", res("100m", "64Mi", "100m", "64Mi"), 2, "67108864")
 
-	// Restarted again, Skiff syncs the pod (a CPU resize, in place, shows
+	// Restarted again, the kubelet syncs the pod (a CPU resize, in place, shows
 	// it has) without applying the memory resize a second time.
 	cn.stop()
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	got := step("after another restart", res("200m", "64Mi", "200m", "64Mi"), 2, "67108864")
-	_, ctrCg := containerCgroup(cn.rt.cgroupRoot, got, "main")
+	_, ctrCg := containerCgroup(cn.cgroupRoot(), got, "main")
 	if q := cgroupFile(t, "cpu", ctrCg, "cpu.cfs_quota_us"); q != "20000" {
 		t.Errorf("cpu quota %s after the in-place CPU resize, want 20000", q)
 	}

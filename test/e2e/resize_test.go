@@ -14,8 +14,9 @@ import (
 // memory limit, and so does its pod cgroup; the pod's status reports the
 // new resources, the generation it observed, and no resize condition once
 // done.
-func TestResizeInPlaceUpAndDown(t *testing.T) {
-	cn := sharedNode(t)
+func TestResizeInPlaceUpAndDown(t *testing.T) { resizeInPlaceUpAndDown(t, sharedNode(t)) }
+
+func resizeInPlaceUpAndDown(t *testing.T, cn *clusterNode) {
 	p := busyboxPod("resize-updown", sleeper)
 	p.Spec.Containers[0].Resources = res("100m", "32Mi", "200m", "64Mi")
 	cn.createPod(t, p)
@@ -50,7 +51,7 @@ func TestResizeInPlaceUpAndDown(t *testing.T) {
 				t.Errorf("%s: condition %s observedGeneration %d, want %d", s.name, c.Type, c.ObservedGeneration, got.Generation)
 			}
 		}
-		podCg, ctrCg := containerCgroup(e2eCgroupRoot, got, "main")
+		podCg, ctrCg := containerCgroup(cn.cgroupRoot(), got, "main")
 		checkCgroups(t, s.name+": container", ctrCg, s.cg)
 		checkCgroups(t, s.name+": pod", podCg, s.cg)
 	}
@@ -59,8 +60,9 @@ func TestResizeInPlaceUpAndDown(t *testing.T) {
 // A container whose resize policy says RestartContainer for memory is
 // restarted to take a new memory limit; its neighbour, resized too, keeps
 // running in place. Both cgroups get the new limit.
-func TestResizeRestartContainerPolicy(t *testing.T) {
-	cn := sharedNode(t)
+func TestResizeRestartContainerPolicy(t *testing.T) { resizeRestartContainerPolicy(t, sharedNode(t)) }
+
+func resizeRestartContainerPolicy(t *testing.T, cn *clusterNode) {
 	p := busyboxPod("resize-policy", sleeper)
 	p.Spec.Containers[0].Name = "restarts"
 	p.Spec.Containers[0].Resources = res("100m", "32Mi", "100m", "32Mi")
@@ -84,12 +86,12 @@ func TestResizeRestartContainerPolicy(t *testing.T) {
 	}
 	got = cn.waitPod(t, cn.ns, p.Name, 60*time.Second, "Ready again", isReady)
 	for _, name := range []string{"restarts", "stays"} {
-		_, ctrCg := containerCgroup(e2eCgroupRoot, got, name)
+		_, ctrCg := containerCgroup(cn.cgroupRoot(), got, name)
 		if m := cgroupFile(t, "memory", ctrCg, "memory.limit_in_bytes"); m != "50331648" {
 			t.Errorf("%s: memory limit %s, want 48Mi", name, m)
 		}
 	}
-	podCg, _ := containerCgroup(e2eCgroupRoot, got, "stays")
+	podCg, _ := containerCgroup(cn.cgroupRoot(), got, "stays")
 	if m := cgroupFile(t, "memory", podCg, "memory.limit_in_bytes"); m != "100663296" {
 		t.Errorf("pod memory limit %s, want 96Mi", m)
 	}
@@ -97,8 +99,9 @@ func TestResizeRestartContainerPolicy(t *testing.T) {
 
 // A sidecar (a restartable init container) is resized in place, and its
 // status, among the init containers', shows it.
-func TestResizeSidecar(t *testing.T) {
-	cn := sharedNode(t)
+func TestResizeSidecar(t *testing.T) { resizeSidecar(t, sharedNode(t)) }
+
+func resizeSidecar(t *testing.T, cn *clusterNode) {
 	p := busyboxPod("resize-sidecar", sleeper)
 	always := v1.ContainerRestartPolicyAlways
 	p.Spec.InitContainers = []v1.Container{{
@@ -116,7 +119,7 @@ func TestResizeSidecar(t *testing.T) {
 	if cs := statusOf(got, "side"); cs.ContainerID != id || cs.RestartCount != 0 {
 		t.Errorf("sidecar %s restarts %d, want %s in place", cs.ContainerID, cs.RestartCount, id)
 	}
-	podCg, ctrCg := containerCgroup(e2eCgroupRoot, got, "side")
+	podCg, ctrCg := containerCgroup(cn.cgroupRoot(), got, "side")
 	checkCgroups(t, "sidecar", ctrCg, cgroupLimits{"307", "30000", "100663296"})
 	checkCgroups(t, "pod", podCg, cgroupLimits{"409", "50000", "167772160"})
 }
