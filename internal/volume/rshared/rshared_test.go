@@ -23,23 +23,31 @@ func mountsAt(t *testing.T, dir string) int {
 	return n
 }
 
-// A directory on a private mount becomes a shared bind mount of itself;
-// made again (a restarted Skiff), nothing is stacked on it; a mount made
-// below it afterwards is shared too, so it propagates to peers.
-func TestMakeBindsAPrivateDirectoryShared(t *testing.T) {
-	base := t.TempDir()
-	// A private tmpfs of the test's own: whatever the host's / is, the
-	// directory starts on a mount that is not shared.
-	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "size=1m"); err != nil {
+// tmpfs mounts a tmpfs of the test's own, with the given propagation,
+// unmounted (with what is below it) when the test ends.
+func tmpfs(t *testing.T, propagation uintptr) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			t.Skipf("cannot mount here: %v", err)
 		}
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = unix.Unmount(base, unix.MNT_DETACH) })
-	if err := unix.Mount("", base, "", unix.MS_PRIVATE, ""); err != nil {
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", propagation, ""); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// A directory on a private mount becomes a shared bind mount of itself;
+// made again (a restarted Skiff), nothing is stacked on it; a mount made
+// below it afterwards is shared too, so it propagates to peers.
+func TestMakeBindsAPrivateDirectoryShared(t *testing.T) {
+	// Whatever the host's / is, the directory starts on a mount that is
+	// not shared.
+	base := tmpfs(t, unix.MS_PRIVATE)
 	root := filepath.Join(base, "root")
 	if err := os.Mkdir(root, 0o750); err != nil {
 		t.Fatal(err)
@@ -79,18 +87,7 @@ func TestMakeBindsAPrivateDirectoryShared(t *testing.T) {
 
 // A directory already on a shared mount is left as it is.
 func TestMakeLeavesASharedMountAlone(t *testing.T) {
-	base := t.TempDir()
-	if err := unix.Mount("tmpfs", base, "tmpfs", 0, "size=1m"); err != nil {
-		if errors.Is(err, unix.EPERM) {
-			t.Skipf("cannot mount here: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(base, unix.MNT_DETACH) })
-	if err := unix.Mount("", base, "", unix.MS_SHARED, ""); err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(base, "root")
+	root := filepath.Join(tmpfs(t, unix.MS_SHARED), "root")
 	if err := os.Mkdir(root, 0o750); err != nil {
 		t.Fatal(err)
 	}
