@@ -134,11 +134,19 @@ func TestCSIDriverPodsServeAStatefulSet(t *testing.T) {
 func tearDownStatefulSet(t *testing.T, d *csiDriverPods, pv string) {
 	t.Helper()
 	cn := d.clusterNode
+	web := cn.getPod(t, "web-0")
 	must(t, cn.admin.AppsV1().StatefulSets(cn.ns).Delete(cn.ctx(), "web", metav1.DeleteOptions{}))
-	waitFor(t, 60*time.Second, "web-0 gone", func() (bool, error) {
+	// Its volume is unpublished after its API object goes, and only
+	// while the driver runs.
+	waitFor(t, 60*time.Second, "web-0 gone with its volume", func() (bool, error) {
 		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), "web-0", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		_, statErr := os.Stat(filepath.Join(cn.root, "pods", string(web.UID)))
+		return apierrors.IsNotFound(err) && os.IsNotExist(statErr), nil
 	})
+	calls := (&csiNode{driverLog: d.driverLog()}).grpcRequests(t, "/csi.v1.Node/NodeUnpublishVolume")
+	if !strings.Contains(strings.Join(calls, "\n"), csiTarget(cn, web, pv)) {
+		t.Errorf("no NodeUnpublishVolume of %s among %v", csiTarget(cn, web, pv), calls)
+	}
 	must(t, cn.admin.CoreV1().PersistentVolumeClaims(cn.ns).Delete(cn.ctx(), "data-web-0", metav1.DeleteOptions{}))
 	waitFor(t, 60*time.Second, "the PV deleted by the provisioner", func() (bool, error) {
 		_, err := cn.admin.CoreV1().PersistentVolumes().Get(cn.ctx(), pv, metav1.GetOptions{})
