@@ -11,6 +11,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/metrics"
 	"github.com/skiff-sh/skiff/internal/nodestatus"
+	"github.com/skiff-sh/skiff/internal/volume/rshared"
 )
 
 // Run connects Skiff to its runtime and apiserver as cfg says, builds it
@@ -28,9 +29,9 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // Connect makes the real dependencies cfg names: it creates the root
-// directory and the QoS cgroups, dials the CRI endpoints, finds the host's
-// IPs and, with a kubeconfig, builds the apiserver client (bootstrapping
-// its credentials if asked).
+// directory (on a shared mount) and the QoS cgroups, dials the CRI
+// endpoints, finds the host's IPs and, with a kubeconfig, builds the
+// apiserver client (bootstrapping its credentials if asked).
 func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	kc := cfg.Kubelet
 	d := Deps{Config: cfg}
@@ -39,6 +40,10 @@ func Connect(ctx context.Context, cfg Config) (Deps, error) {
 	}
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return d, fmt.Errorf("create root directory: %w", err)
+	}
+	// As upstream: CSI node plugins' Bidirectional mounts need it.
+	if err := rshared.Make(cfg.RootDir); err != nil {
+		return d, fmt.Errorf("configure root directory: %w", err)
 	}
 	if d.Config.Metrics == nil {
 		d.Config.Metrics = metrics.New()

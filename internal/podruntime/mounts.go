@@ -39,25 +39,39 @@ func containerMounts(c *v1.Container, podDir string, volumes map[string]volume.M
 				return nil, fmt.Errorf("mount %s of volume %q: %w", vm.MountPath, vm.Name, err)
 			}
 		}
+		prop, err := propagation(c, vm.MountPropagation)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s of volume %q: %w", vm.MountPath, vm.Name, err)
+		}
 		out = append(out, &runtimeapi.Mount{
 			ContainerPath: vm.MountPath,
 			HostPath:      host,
 			Readonly:      vm.ReadOnly || vol.ReadOnly,
-			Propagation:   propagation(vm.MountPropagation),
+			Propagation:   prop,
 		})
 	}
 	return out, nil
 }
 
-func propagation(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
+// propagation is the CRI propagation of a volumeMount's mode, as
+// upstream: None (the default) is private, HostToContainer rslave,
+// Bidirectional rshared. The apiserver allows Bidirectional only in
+// privileged containers; Skiff refuses it for the others too, whatever
+// the pod's source, as mounts made there would reach the host.
+func propagation(c *v1.Container, p *v1.MountPropagationMode) (runtimeapi.MountPropagation, error) {
 	if p == nil {
-		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
 	}
 	switch *p {
+	case v1.MountPropagationNone:
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
 	case v1.MountPropagationHostToContainer:
-		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, nil
 	case v1.MountPropagationBidirectional:
-		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return 0, fmt.Errorf("mount propagation %s is allowed only in privileged containers", *p)
+		}
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL, nil
 	}
-	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	return 0, fmt.Errorf("invalid mount propagation mode %q", *p)
 }

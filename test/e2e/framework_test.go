@@ -191,10 +191,14 @@ func newPrivateNode(t *testing.T) *node {
 	return n
 }
 
-// cleanup stops Skiff and shows its log if the test failed.
+// cleanup stops Skiff, undoes its bind mount of the root directory and
+// shows its log if the test failed.
 func (n *node) cleanup() {
 	if n.cmd != nil {
 		n.stop()
+	}
+	if left := unmountRoot(n.root); len(left) > 0 {
+		n.t.Errorf("mounts left under the root directory: %v", left)
 	}
 	if n.t.Failed() {
 		if b, err := os.ReadFile(n.logPath); err == nil {
@@ -588,4 +592,20 @@ func tail(s string, lines int) string {
 		l = l[len(l)-lines:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// unmountRoot undoes the bind mount that makes Skiff's root directory a
+// shared mount (as upstream's kubelet makes its own), so that the
+// directory can be removed. It returns the mounts that were left below
+// the root (detached with it): volumes Skiff did not clean up.
+func unmountRoot(root string) []string {
+	left := mountsUnder(root + "/")
+	for _, m := range mountsUnder(root) {
+		if m == root {
+			if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil {
+				fmt.Fprintf(os.Stderr, "unmount %s: %v\n", root, err)
+			}
+		}
+	}
+	return left
 }

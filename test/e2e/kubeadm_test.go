@@ -317,7 +317,9 @@ func removeKubeadmDir(t *testing.T, dir string) {
 	var mounts []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+		// dir itself too: the kubelet makes its root directory a shared
+		// bind mount of itself.
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
 			mounts = append(mounts, f[4])
 		}
 	}

@@ -164,13 +164,19 @@ func (r *privateRuntime) importImages(t *testing.T) {
 		}
 	})
 	must(t, imagesErr)
+	r.importArchive(t, imagesTar)
+}
+
+// importArchive imports an image archive into the runtime.
+func (r *privateRuntime) importArchive(t *testing.T, tar string) {
+	t.Helper()
 	snapshotter := "overlayfs"
 	var fs syscall.Statfs_t
 	if syscall.Statfs(r.dir, &fs) == nil && fs.Type == 0x794c7630 { // overlayfs cannot stack on overlayfs
 		snapshotter = "native"
 	}
 	if out, err := exec.Command(ctrBin(t), "--address", r.sock, "-n", "k8s.io", "images", "import",
-		"--snapshotter", snapshotter, imagesTar).CombinedOutput(); err != nil {
+		"--snapshotter", snapshotter, tar).CombinedOutput(); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
 }

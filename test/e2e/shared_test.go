@@ -129,5 +129,8 @@ func stopShared() {
 		fmt.Fprintln(os.Stderr, "the shared skiff did not stop within 30s of SIGTERM")
 	}
 	removeTestPods()
+	if left := unmountRoot(n.root); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "mounts left under the shared node's root directory:", left)
+	}
 	os.RemoveAll(filepath.Dir(n.root))
 }
