@@ -161,14 +161,7 @@ func faultyConsumer(name string, n int64) *v1.Pod {
 // the faulty resource.
 func (cn *clusterNode) waitFaultyResource(t *testing.T, capacity, allocatable int64) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("Node %s: %d/%d", faultyResource, capacity, allocatable), func() (bool, error) {
-		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		c, a := n.Status.Capacity[faultyResource], n.Status.Allocatable[faultyResource]
-		return c.Value() == capacity && a.Value() == allocatable, nil
-	})
+	cn.waitExtendedResource(t, faultyResource, capacity, allocatable)
 }
 
 // waitRefused waits for the pod to fail admission as upstream fails a

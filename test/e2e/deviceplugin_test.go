@@ -232,12 +232,19 @@ func deviceConsumer(name string, n int64) *v1.Pod {
 // sample's resource.
 func (cn *clusterNode) waitNodeResource(t *testing.T, capacity, allocatable int64) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("Node %s: %d/%d", sampleResource, capacity, allocatable), func() (bool, error) {
+	cn.waitExtendedResource(t, sampleResource, capacity, allocatable)
+}
+
+// waitExtendedResource waits for the Node's capacity and allocatable of
+// the resource.
+func (cn *clusterNode) waitExtendedResource(t *testing.T, res v1.ResourceName, capacity, allocatable int64) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("Node %s: %d/%d", res, capacity, allocatable), func() (bool, error) {
 		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		c, a := n.Status.Capacity[sampleResource], n.Status.Allocatable[sampleResource]
+		c, a := n.Status.Capacity[res], n.Status.Allocatable[res]
 		return c.Value() == capacity && a.Value() == allocatable, nil
 	})
 }
