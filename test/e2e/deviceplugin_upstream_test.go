@@ -45,7 +45,8 @@ func TestDevicePluginSampleOnUpstreamKubelet(t *testing.T) {
 // comparePodResources creates the same pods on Skiff's node and on the
 // upstream kubelet's, one at a time so that both choose devices in the
 // same state, and compares what their pod resources APIs answer, with
-// the namespaces and the DaemonSet pod's generated name left out. Both
+// the namespaces and the DaemonSet pod's generated name left out, and
+// the device IDs named by where they first appear (nameDevices). Both
 // nodes run the sample plugin's two devices, free. Neither node has a
 // static CPU or memory manager (upstream's default policies are none;
 // Skiff has neither), so CPU IDs and memory are empty on both, and are
@@ -68,11 +69,14 @@ func comparePodResources(t *testing.T, sk, up *clusterNode) {
 		}
 	}
 	var lists, allocs []proto.Message
+	var names []map[string]string
 	for _, cn := range nodes {
 		pr := cn.podResources(t)
 		list, err := pr.List(cn.ctx(), &podresourcesv1.ListPodResourcesRequest{})
 		must(t, err)
-		lists = append(lists, normalizeList(list, cn.ns))
+		l := normalizeList(list, cn.ns)
+		names = append(names, nameDevices(l))
+		lists = append(lists, l)
 		alloc, err := pr.GetAllocatableResources(cn.ctx(), &podresourcesv1.AllocatableResourcesRequest{})
 		must(t, err)
 		sortDevices(alloc.Devices)
@@ -94,8 +98,8 @@ func comparePodResources(t *testing.T, sk, up *clusterNode) {
 	// only the active ones.
 	for _, name := range []string{"sidecar-dev", "init-dev", "plain", "refused", "unknown"} {
 		var got []string
-		for _, cn := range nodes {
-			got = append(got, getAnswer(t, cn, name))
+		for i, cn := range nodes {
+			got = append(got, getAnswer(t, cn, name, names[i]))
 		}
 		if got[0] != got[1] {
 			t.Errorf("Get %s: Skiff answers\n%s\nthe upstream kubelet\n%s", name, got[0], got[1])
@@ -175,10 +179,31 @@ func sortDevices(devs []*podresourcesv1.ContainerDevices) {
 	})
 }
 
+// nameDevices renames the devices the list reports dev-A, dev-B, ... in
+// the order they first appear, and returns the names: upstream picks
+// free devices in its maps' order, Skiff in the IDs' order, and the
+// plugin API asks for neither. Which pods share a device still shows.
+func nameDevices(l *podresourcesv1.ListPodResourcesResponse) map[string]string {
+	names := map[string]string{}
+	for _, p := range l.PodResources {
+		for _, c := range p.Containers {
+			for _, d := range c.Devices {
+				for i, id := range d.DeviceIds {
+					if names[id] == "" {
+						names[id] = fmt.Sprintf("dev-%c", 'A'+len(names))
+					}
+					d.DeviceIds[i] = names[id]
+				}
+			}
+		}
+	}
+	return names
+}
+
 // getAnswer is Get's answer for the pod of that name in the node's
-// namespace, the namespace left out: the response or the error's code
-// and message.
-func getAnswer(t *testing.T, cn *clusterNode, name string) string {
+// namespace, the namespace left out and the devices renamed as List's:
+// the response or the error's code and message.
+func getAnswer(t *testing.T, cn *clusterNode, name string, devNames map[string]string) string {
 	t.Helper()
 	r, err := cn.podResources(t).Get(cn.ctx(), &podresourcesv1.GetPodResourcesRequest{PodName: name, PodNamespace: cn.ns})
 	if err != nil {
@@ -187,6 +212,11 @@ func getAnswer(t *testing.T, cn *clusterNode, name string) string {
 	}
 	r.PodResources.Namespace = ""
 	for _, c := range r.PodResources.Containers {
+		for _, d := range c.Devices {
+			for i, id := range d.DeviceIds {
+				d.DeviceIds[i] = devNames[id]
+			}
+		}
 		sortDevices(c.Devices)
 	}
 	return prototext.Format(r)
