@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,25 +34,37 @@ const sampleResource = "example.com/resource"
 // (k8s.io/kubernetes/test/images/sample-device-plugin, built by
 // hack/build-tools.sh) as a DaemonSet on a node of the test's own: it
 // registers through the node's registration socket, mounted where it
-// looks for it. The Node advertises its devices and the scheduler places
-// a pod asking for one there; the pod gets what Allocate returned; a pod
-// bound by hand asking for more than are free is refused as upstream
-// refuses it; assignments survive a restart of Skiff and of the plugin;
-// the pod resources API reports them.
+// looks for it. TestDevicePluginSampleOnUpstreamKubelet runs the same
+// steps against the upstream kubelet.
 func TestDevicePluginSample(t *testing.T) {
 	cn := newPrivateClusterNode(t)
-	cn.appendConfig("nodeStatusUpdateFrequency: 2s\n")
+	cn.appendConfig(fastNodeStatus)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
-	plugin := cn.runPluginDaemonSet(t, samplePluginPod(t, cn.devicePluginDir()))
-	// The plugin's Allocate makes /tmp/<device> on the host.
-	t.Cleanup(func() { _ = os.Remove("/tmp/Dev-1"); _ = os.Remove("/tmp/Dev-2") })
+	devicePluginSample(t, cn, cn.devicePluginDir())
+}
+
+// fastNodeStatus makes a node report its device resources promptly.
+const fastNodeStatus = "nodeStatusUpdateFrequency: 2s\n"
+
+// devicePluginSample runs the sample plugin on a Ready node whose plugins
+// register in dpDir. The Node advertises its devices and the scheduler
+// places a pod asking for one there; the pod gets what Allocate
+// returned; a pod bound by hand asking for more than are free is refused
+// as upstream refuses it; assignments survive a restart of the kubelet
+// and of the plugin; the pod resources API reports them. The plugin is
+// left running.
+func devicePluginSample(t *testing.T, cn *clusterNode, dpDir string) {
+	t.Helper()
+	plugin := cn.runPluginDaemonSet(t, samplePluginPod(t, dpDir))
+	useSampleDeviceFiles(t)
 	cn.waitNodeResource(t, 2, 2)
 	pr := cn.podResources(t)
 
 	scheduled := deviceConsumer("consumer", 1)
 	scheduled.Spec.NodeName = ""
 	scheduled.Spec.NodeSelector = map[string]string{v1.LabelHostname: cn.hostname()}
+	tolerateUpstream(&scheduled.Spec)
 	consumer := cn.createPod(t, scheduled)
 	cn.waitPod(t, cn.ns, consumer.Name, 60*time.Second, "running", isRunning)
 	held := cn.devicesOf(t, pr, consumer.Name)
@@ -71,11 +84,11 @@ func TestDevicePluginSample(t *testing.T) {
 		t.Errorf("GetAllocatableResources reports %v, want Dev-1 and Dev-2", got)
 	}
 
-	// A restarted Skiff keeps the running pod's device: its container is
-	// not restarted, the checkpoint names it, and a pod asking for both
-	// devices once the plugin has registered again is refused.
+	// A restarted kubelet keeps the running pod's device: its container
+	// is not restarted, the checkpoint names it, and a pod asking for
+	// both devices once the plugin has registered again is refused.
 	cn.stop()
-	cp, err := checkpoint.Read(cn.devicePluginDir())
+	cp, err := checkpoint.Read(dpDir)
 	must(t, err)
 	if !checkpointHolds(cp, string(consumer.UID), held[0]) {
 		t.Errorf("the checkpoint %+v does not give %s to the consumer", cp.Entries, held[0])
@@ -99,7 +112,7 @@ func TestDevicePluginSample(t *testing.T) {
 	// The plugin restarts (killed; its pod restarts it on a new socket)
 	// and registers again: allocations go to the new one, the consumer
 	// keeps its device.
-	cn.restartPlugin(t, plugin)
+	cn.restartPlugin(t, plugin, dpDir)
 	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), other.Name, metav1.DeleteOptions{}))
 	waitFor(t, 60*time.Second, "the second consumer deleted", func() (bool, error) {
 		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), other.Name, metav1.GetOptions{})
@@ -116,6 +129,29 @@ func TestDevicePluginSample(t *testing.T) {
 	if id := cn.runningContainer(t, consumer); id != cid {
 		t.Errorf("the consumer's container changed from %s to %s", cid, id)
 	}
+}
+
+// sampleFiles counts the tests whose sample plugins may still make
+// /tmp/Dev-1 and /tmp/Dev-2 (its Allocate makes them on the host, the
+// same for every node); the last one done removes them, so no test
+// removes a file between another's Allocate and its container's start.
+var sampleFiles struct {
+	sync.Mutex
+	users int
+}
+
+func useSampleDeviceFiles(t *testing.T) {
+	sampleFiles.Lock()
+	sampleFiles.users++
+	sampleFiles.Unlock()
+	t.Cleanup(func() {
+		sampleFiles.Lock()
+		defer sampleFiles.Unlock()
+		if sampleFiles.users--; sampleFiles.users == 0 {
+			_ = os.Remove("/tmp/Dev-1")
+			_ = os.Remove("/tmp/Dev-2")
+		}
+	})
 }
 
 func isRunning(p *v1.Pod) bool {
@@ -153,12 +189,13 @@ func samplePluginPod(t *testing.T, dpDir string) *v1.Pod {
 }
 
 // runPluginDaemonSet runs the plugin pod's spec as a DaemonSet on the
-// node alone, and returns its pod once there.
+// node alone (an upstream node too), and returns its pod once there.
 func (cn *clusterNode) runPluginDaemonSet(t *testing.T, p *v1.Pod) *v1.Pod {
 	t.Helper()
 	labels := map[string]string{"app": "sample-device-plugin", testLabel: "true"}
 	p.Spec.NodeName = ""
 	p.Spec.NodeSelector = map[string]string{v1.LabelHostname: cn.hostname()}
+	tolerateUpstream(&p.Spec)
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "sample-device-plugin"},
 		Spec: appsv1.DaemonSetSpec{
@@ -195,12 +232,19 @@ func deviceConsumer(name string, n int64) *v1.Pod {
 // sample's resource.
 func (cn *clusterNode) waitNodeResource(t *testing.T, capacity, allocatable int64) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("Node %s: %d/%d", sampleResource, capacity, allocatable), func() (bool, error) {
+	cn.waitExtendedResource(t, sampleResource, capacity, allocatable)
+}
+
+// waitExtendedResource waits for the Node's capacity and allocatable of
+// the resource.
+func (cn *clusterNode) waitExtendedResource(t *testing.T, res v1.ResourceName, capacity, allocatable int64) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("Node %s: %d/%d", res, capacity, allocatable), func() (bool, error) {
 		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		c, a := n.Status.Capacity[sampleResource], n.Status.Allocatable[sampleResource]
+		c, a := n.Status.Capacity[res], n.Status.Allocatable[res]
 		return c.Value() == capacity && a.Value() == allocatable, nil
 	})
 }
@@ -309,16 +353,16 @@ func (cn *clusterNode) containerSees(t *testing.T, p *v1.Pod, path string) strin
 
 // restartPlugin kills the plugin's process; its pod starts it again, on
 // a socket of a new name, and it registers again.
-func (cn *clusterNode) restartPlugin(t *testing.T, plugin *v1.Pod) {
+func (cn *clusterNode) restartPlugin(t *testing.T, plugin *v1.Pod, dpDir string) {
 	t.Helper()
-	before := pluginSockets(t, cn.devicePluginDir())
+	before := pluginSockets(t, dpDir)
 	cn.killContainerProcess(cn.runningContainer(t, plugin))
 	waitFor(t, 60*time.Second, "the plugin restarted on a new socket", func() (bool, error) {
 		p, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), plugin.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount == 0 || !isRunning(p) {
 			return false, nil
 		}
-		for _, s := range pluginSockets(t, cn.devicePluginDir()) {
+		for _, s := range pluginSockets(t, dpDir) {
 			if !slices.Contains(before, s) {
 				return true, nil
 			}
