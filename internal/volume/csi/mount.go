@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,7 +49,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	target := filepath.Join(dir, publishTarget)
 	// Published before Skiff restarted: the driver need not be asked,
 	// nor even be registered yet.
-	if v, ok, _ := readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
 		return target, nil
 	}
 	c, err := d.client(vol.Driver)
@@ -86,7 +85,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 			staging = d.stagingPath(vol.Driver, vol.Handle)
 		}
 	}
-	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
+	if err := d.root().writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
 	}
@@ -97,7 +96,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	}
 	if err := c.publish(ctx, req); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
-			if rerr := removeVolumeDir(dir, publishTarget); rerr != nil {
+			if rerr := d.root().removeVolumeDir(dir, publishTarget); rerr != nil {
 				klog.ErrorS(rerr, "Cannot remove a volume directory after a failed publish", "dir", dir)
 			}
 		}
@@ -113,17 +112,17 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 // knows mounted.
 func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
-	if _, ok, err := readVolData(filepath.Dir(staging)); ok || err != nil {
+	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); ok || err != nil {
 		return err
 	}
 	stages, err := c.stagesVolumes(ctx)
 	if err != nil || !stages {
 		return err
 	}
-	if err := os.MkdirAll(staging, 0o750); err != nil {
+	if err := d.root().mkdirAll(staging); err != nil {
 		return fmt.Errorf("create staging path: %w", err)
 	}
-	if err := writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
+	if err := d.root().writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
 		return err
 	}
 	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
@@ -131,7 +130,7 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes,
 	})
 	if err != nil {
-		if rerr := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); rerr != nil {
+		if rerr := d.root().removeAt(filepath.Dir(staging), volDataFile, false); rerr != nil {
 			klog.ErrorS(rerr, "Cannot remove vol_data.json after a failed stage", "path", staging)
 		}
 		return err

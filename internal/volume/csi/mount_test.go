@@ -31,6 +31,10 @@ import (
 type nodeServer struct {
 	csipb.UnimplementedNodeServer
 	data string // what publish mounts
+	// noDisk: publish and unpublish leave the disk alone (a driver
+	// that mounts elsewhere), so that all a test sees on disk is
+	// Skiff's doing.
+	noDisk bool
 	mu   sync.Mutex
 	log  []string
 	reqs []any
@@ -82,6 +86,9 @@ func (s *nodeServer) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVo
 
 func (s *nodeServer) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	s.record("NodePublishVolume", r)
+	if s.noDisk {
+		return &csipb.NodePublishVolumeResponse{}, nil
+	}
 	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
@@ -93,6 +100,9 @@ func (s *nodeServer) NodePublishVolume(_ context.Context, r *csipb.NodePublishVo
 
 func (s *nodeServer) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	s.record("NodeUnpublishVolume", r)
+	if s.noDisk {
+		return &csipb.NodeUnpublishVolumeResponse{}, nil
+	}
 	if err := unix.Unmount(r.TargetPath, 0); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return nil, err
 	}
