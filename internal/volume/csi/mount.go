@@ -29,12 +29,15 @@ type Volume struct {
 	Driver   string
 	// Handle is the PV's volumeHandle; empty for an inline volume,
 	// which gets upstream's handle for it.
-	Handle                       string
-	Inline                       bool
-	ReadOnly                     bool
-	FSType                       string
-	MountOptions                 []string
-	AccessMode                   v1.PersistentVolumeAccessMode
+	Handle       string
+	Inline       bool
+	ReadOnly     bool
+	FSType       string
+	MountOptions []string
+	AccessMode   v1.PersistentVolumeAccessMode
+	// AccessModes are all of the PV's; they decide whether Skiff
+	// applies the pod's fsGroup under ReadWriteOnceWithFSType.
+	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
 }
@@ -75,7 +78,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	defer d.lock(vol.Driver, vol.Handle)()
 	staging := ""
 	if !vol.Inline {
-		if err := d.stage(ctx, c, vol); err != nil {
+		if err := d.stage(ctx, c, vol, pod); err != nil {
 			return "", err
 		}
 		// Asked again before publishing, as upstream does.
@@ -94,7 +97,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
 		VolumeContext: volumeContext(vol, pod, policy.podInfoOnMount, mode),
 	}
-	if err := c.publish(ctx, req); err != nil {
+	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
 			if rerr := d.root().removeVolumeDir(dir, publishTarget); rerr != nil {
 				klog.ErrorS(rerr, "Cannot remove a volume directory after a failed publish", "dir", dir)
@@ -110,7 +113,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 // A volume staged before (its vol_data.json is there) is not staged
 // again, and the driver is not asked, as upstream skips a device it
 // knows mounted.
-func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
+func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.Pod) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
 	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); ok || err != nil {
 		return err
@@ -125,8 +128,12 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 	if err := d.root().writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
 		return err
 	}
+	volCap, err := mountGroupCapability(ctx, c, vol, pod)
+	if err != nil {
+		return err
+	}
 	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
-		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: capability(vol),
+		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: volCap,
 		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes,
 	})
 	if err != nil {
@@ -142,13 +149,15 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 // driverPolicy is what a CSIDriver object says of mounting its volumes.
 type driverPolicy struct {
 	attachRequired, podInfoOnMount bool
+	fsGroupPolicy                  storagev1.FSGroupPolicy
 	modes                          []storagev1.VolumeLifecycleMode
 }
 
 // policy reads the driver's CSIDriver; without one, upstream's defaults:
 // attachment required, no pod info, persistent volumes only.
 func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error) {
-	p := driverPolicy{attachRequired: true, modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}
+	p := driverPolicy{attachRequired: true, modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		fsGroupPolicy: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
 	if d.cfg.CSIDrivers == nil {
 		return p, nil
 	}
@@ -161,6 +170,9 @@ func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error)
 	}
 	p.attachRequired = ptr.Deref(obj.Spec.AttachRequired, true)
 	p.podInfoOnMount = ptr.Deref(obj.Spec.PodInfoOnMount, false)
+	if fp := ptr.Deref(obj.Spec.FSGroupPolicy, ""); fp != "" {
+		p.fsGroupPolicy = fp
+	}
 	if len(obj.Spec.VolumeLifecycleModes) > 0 {
 		p.modes = obj.Spec.VolumeLifecycleModes
 	}
