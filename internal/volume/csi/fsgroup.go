@@ -35,15 +35,8 @@ func podFSGroup(pod *v1.Pod) (*int64, *v1.PodFSGroupChangePolicy) {
 // hasCapability asks the driver (NodeGetCapabilities) for one node
 // capability.
 func (c *nodeClient) hasCapability(ctx context.Context, want csipb.NodeServiceCapability_RPC_Type) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	r, err := c.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
-	if err != nil {
-		return false, fmt.Errorf("NodeGetCapabilities: %w", err)
-	}
-	return slices.ContainsFunc(r.GetCapabilities(), func(cp *csipb.NodeServiceCapability) bool {
-		return cp.GetRpc().GetType() == want
-	}), nil
+	caps, err := c.capabilities(ctx)
+	return caps[want], err
 }
 
 // mountGroupCapability is the volume's capability for a stage or publish
