@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,5 +106,24 @@ func TestCSIVolumeStatsFromTheDriver(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(wantSeries) {
 		t.Errorf("metrics\n%v\nwant\n%v", got, wantSeries)
+	}
+}
+
+// A symlink among a pod's plugin directories (a driver can plant one) is
+// not followed: what it points to is not measured as the pod's volumes.
+func TestVolumeWalkSkipsASymlinkedPluginDirectory(t *testing.T) {
+	f := newFixture(t)
+	host := t.TempDir()
+	write(t, host, "vol/big", strings.Repeat("x", 1<<20))
+	if err := os.Symlink(host, filepath.Join(f.p.cfg.RootDir, "pods/u1/volumes/kubernetes.io~host")); err != nil {
+		t.Fatal(err)
+	}
+	f.sampleTwice(t)
+	s, err := f.p.Summary(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := s.Pods[0].VolumeStats; len(v) != 1 || v[0].Name != "data" {
+		t.Errorf("volumes %+v, want the emptyDir data only", v)
 	}
 }

@@ -40,7 +40,9 @@ func (p *Provider) walkDisk(ctx context.Context) {
 		uid := types.UID(pod.Name())
 		plugins, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes"))
 		for _, plugin := range plugins {
-			if plugin.Name() == csiPluginDir {
+			// A driver can plant a symlink among the plugin directories:
+			// it is not followed.
+			if plugin.Name() == csiPluginDir || !plugin.IsDir() {
 				continue
 			}
 			dir := filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes", plugin.Name())
