@@ -230,3 +230,34 @@ func TestSymlinkSwapsRaceStagePublishAndTeardown(t *testing.T) {
 		t.Errorf("no setup (%d) or no teardown (%d) got through: the race was not run", setUps, tearDowns)
 	}
 }
+
+// FuzzRootDirOpen: whatever path it is given, opening (and making) a
+// directory below the root never opens or makes anything outside it,
+// with symlinks planted below the root pointing out of it.
+func FuzzRootDirOpen(f *testing.F) {
+	for _, s := range []string{"pods/u/volumes/kubernetes.io~csi/v", "plugins/kubernetes.io/csi/out/x", "../x", "pods/../../x",
+		"pods/u/volumes/link/x", "/etc", "pods//u/./v", "a/b/c/d/e/f/g"} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, rel string, create bool) {
+		base := t.TempDir()
+		root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
+		must(t, os.MkdirAll(filepath.Join(root, "pods/u/volumes"), 0o750))
+		must(t, os.MkdirAll(filepath.Join(root, "plugins/kubernetes.io/csi"), 0o750))
+		must(t, os.Mkdir(outside, 0o750))
+		must(t, os.Symlink(outside, filepath.Join(root, "plugins/kubernetes.io/csi/out")))
+		must(t, os.Symlink(outside, filepath.Join(root, "pods/u/volumes/link")))
+		fd, err := rootDir(root).open(filepath.Join(root, rel), create)
+		if err == nil {
+			where, lerr := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+			unix.Close(fd)
+			must(t, lerr)
+			if where != root && !strings.HasPrefix(where, root+"/") {
+				t.Fatalf("%q opened %s, outside the root %s", rel, where, root)
+			}
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("%q made %v outside the root", rel, entries)
+		}
+	})
+}
