@@ -107,7 +107,7 @@ func decoyVolume(t *testing.T, dir, name, sub string, v map[string]string) {
 // TestCSISymlinkSwapsRaceStagePublishTeardown: a host process playing a
 // hostile driver (cmd/csiswap) swaps the driver's plugin directory and
 // every pod's kubernetes.io~csi directory for symlinks to host
-// directories, thousands of times, while pods with a CSI PV of the real
+// directories, hundreds of times, while pods with a CSI PV of the real
 // hostpath driver are staged, published, torn down and unstaged. The
 // host directories hold decoys of the volume's staging and publish
 // directories with a vol_data.json each, so a kubelet that followed a
@@ -153,7 +153,7 @@ func TestCSISymlinkSwapsRaceStagePublishTeardown(t *testing.T) {
 	must(t, err)
 	t.Logf("%s; FailedMount events: %d", strings.TrimSpace(string(b)), countEvents(t, n, "FailedMount"))
 	var swaps, podDirs int
-	if _, err := fmt.Sscanf(string(b), "csiswap: %d swaps, %d pod directories", &swaps, &podDirs); err != nil || swaps < 1000 || podDirs < rounds {
+	if _, err := fmt.Sscanf(string(b), "csiswap: %d swaps, %d pod directories", &swaps, &podDirs); err != nil || swaps < 500 || podDirs < rounds {
 		t.Errorf("the swapper did not race every pod (%q): %v", b, err)
 	}
 
