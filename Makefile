@@ -89,7 +89,8 @@ FUZZ_TARGETS := \
 	./internal/logs:FuzzParseRecord:20000x \
 	./internal/logs:FuzzReadLogs:20000x \
 	./internal/server:FuzzSystemLogsPath:20000x \
-	./internal/volume/csi:FuzzVolData:2000x
+	./internal/volume/csi:FuzzVolData:2000x \
+	./internal/volume/csi:FuzzRootDirOpen:2000x
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${FUZZTIME:-$${rest#*:}}; \

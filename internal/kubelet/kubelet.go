@@ -208,8 +208,9 @@ func New(d Deps) (*Kubelet, error) {
 	k.stats = stats.New(stats.Config{
 		Runtime: d.CRI.Runtime, Images: d.CRI.Images, NodeName: cfg.NodeName,
 		RootDir: cfg.RootDir, PodLogsDir: k.logsDir, VolumePeriod: kc.VolumeStatsAggPeriod.Duration,
-		PodsCgroup: podsCgroup(kc),
+		PodsCgroup: podsCgroup(kc), CSI: csiDrivers, PodVolumes: k.podVolumeRefs,
 	})
+	cfg.Metrics.SetVolumeStats(k.stats.VolumeStatsCollector())
 	if kc.StaticPodPath != "" {
 		k.sources = append(k.sources, podsource.File)
 	}

@@ -38,8 +38,9 @@ type Registry struct {
 	Evictions *prometheus.CounterVec
 	Shutdown  ShutdownMetrics
 
-	http   httpMetrics
-	prober proberMetrics
+	http        httpMetrics
+	prober      proberMetrics
+	volumeStats volumeStats
 
 	clientCert, servingCert certTTL
 	// Failed renewals of the client and serving certificates.
@@ -66,7 +67,7 @@ func New() *Registry {
 	r.metrics.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.NodeName, r.PodWorkerDuration, r.Evictions,
+		r.NodeName, r.PodWorkerDuration, r.Evictions, &r.volumeStats,
 	)
 	r.metrics.MustRegister(r.PodStart.init()...)
 	r.metrics.MustRegister(r.PLEG.init()...)

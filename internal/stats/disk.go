@@ -20,14 +20,18 @@ import (
 type diskUsage struct {
 	t       time.Time
 	volumes map[types.UID][]statsapi.VolumeStats
-	logs    map[types.UID]map[string]du.Usage // by container name
+	// persistent are the volumes the drivers measure (CSI): no part of
+	// the pods' ephemeral storage.
+	persistent map[types.UID][]statsapi.VolumeStats
+	logs       map[types.UID]map[string]du.Usage // by container name
 }
 
 // walkDisk measures every pod's volumes (<root>/pods/<uid>/volumes/<plugin>/<name>)
 // and container logs (<logs>/<ns>_<name>_<uid>/<container>/).
 func (p *Provider) walkDisk(ctx context.Context) {
 	start := p.now()
-	d := &diskUsage{t: start, volumes: map[types.UID][]statsapi.VolumeStats{}, logs: map[types.UID]map[string]du.Usage{}}
+	d := &diskUsage{t: start, volumes: map[types.UID][]statsapi.VolumeStats{}, logs: map[types.UID]map[string]du.Usage{},
+		persistent: map[types.UID][]statsapi.VolumeStats{}}
 	pods, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods"))
 	for _, pod := range pods {
 		if ctx.Err() != nil {
@@ -36,6 +40,11 @@ func (p *Provider) walkDisk(ctx context.Context) {
 		uid := types.UID(pod.Name())
 		plugins, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes"))
 		for _, plugin := range plugins {
+			// A driver can plant a symlink among the plugin directories:
+			// it is not followed.
+			if plugin.Name() == csiPluginDir || !plugin.IsDir() {
+				continue
+			}
 			dir := filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes", plugin.Name())
 			vols, _ := os.ReadDir(dir)
 			for _, v := range vols {
@@ -43,6 +52,9 @@ func (p *Provider) walkDisk(ctx context.Context) {
 					d.volumes[uid] = append(d.volumes[uid], vs)
 				}
 			}
+		}
+		if vs := p.csiVolumeStats(ctx, uid, start); len(vs) > 0 {
+			d.persistent[uid] = vs
 		}
 	}
 	if p.cfg.PodLogsDir != "" {

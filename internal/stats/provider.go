@@ -35,6 +35,11 @@ type Config struct {
 	// SysRoot and EtcRoot default to /sys and /etc: the machine's identity
 	// and block device names for /metrics/cadvisor.
 	SysRoot, EtcRoot string
+	// CSI tells the usage of CSI volumes, which are not walked; PodVolumes
+	// lists a pod's volumes by host path, to name them and their claims.
+	// Without both, CSI volumes are left out.
+	CSI        CSIStats
+	PodVolumes func(uid types.UID) map[string]VolumeRef
 }
 
 // Provider samples the node and its pods and builds summaries.

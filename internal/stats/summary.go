@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -127,6 +128,7 @@ func (p *Provider) podStats(s *snapshot, ps *podSample, d *diskUsage, onlyCPUAnd
 			ephemeral += deref(v.UsedBytes)
 			ephemeralIno += deref(v.InodesUsed)
 		}
+		out.VolumeStats = slices.Concat(out.VolumeStats, d.persistent[ps.ref.UID])
 	}
 	if info, err := statfs(p.cfg.RootDir); err == nil {
 		out.EphemeralStorage = info.fsStats(s.t, ptr(ephemeral), ptr(ephemeralIno))

@@ -45,7 +45,7 @@ func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, pv *v1.Persistent
 		FSType: src.FSType, MountOptions: pv.Spec.MountOptions, AccessMode: v1.ReadWriteOnce, Attributes: src.VolumeAttributes,
 	}
 	if len(pv.Spec.AccessModes) > 0 {
-		cv.AccessMode = pv.Spec.AccessModes[0]
+		cv.AccessMode, cv.AccessModes = pv.Spec.AccessModes[0], pv.Spec.AccessModes
 	}
 	var err error
 	if cv.StageSecrets, err = m.csiSecretRef(ctx, pod, src.NodeStageSecretRef); err != nil {

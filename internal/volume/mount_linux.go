@@ -16,7 +16,9 @@ func mountTmpfs(dir, opts string) error {
 }
 
 func unmount(dir string) error {
-	if err := unix.Unmount(dir, 0); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+	// UMOUNT_NOFOLLOW: a symlink planted in the mount point's place
+	// is not followed to a mount elsewhere.
+	if err := unix.Unmount(dir, unix.UMOUNT_NOFOLLOW); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmount %s: %w", dir, err)
 	}
 	return nil

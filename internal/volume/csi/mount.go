@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,12 +29,15 @@ type Volume struct {
 	Driver   string
 	// Handle is the PV's volumeHandle; empty for an inline volume,
 	// which gets upstream's handle for it.
-	Handle                       string
-	Inline                       bool
-	ReadOnly                     bool
-	FSType                       string
-	MountOptions                 []string
-	AccessMode                   v1.PersistentVolumeAccessMode
+	Handle       string
+	Inline       bool
+	ReadOnly     bool
+	FSType       string
+	MountOptions []string
+	AccessMode   v1.PersistentVolumeAccessMode
+	// AccessModes are all of the PV's; they decide whether Skiff
+	// applies the pod's fsGroup under ReadWriteOnceWithFSType.
+	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
 }
@@ -50,7 +52,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	target := filepath.Join(dir, publishTarget)
 	// Published before Skiff restarted: the driver need not be asked,
 	// nor even be registered yet.
-	if v, ok, _ := readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
 		return target, nil
 	}
 	c, err := d.client(vol.Driver)
@@ -76,7 +78,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	defer d.lock(vol.Driver, vol.Handle)()
 	staging := ""
 	if !vol.Inline {
-		if err := d.stage(ctx, c, vol); err != nil {
+		if err := d.stage(ctx, c, vol, pod); err != nil {
 			return "", err
 		}
 		// Asked again before publishing, as upstream does.
@@ -86,7 +88,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 			staging = d.stagingPath(vol.Driver, vol.Handle)
 		}
 	}
-	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
+	if err := d.root().writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
 	}
@@ -95,9 +97,9 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
 		VolumeContext: volumeContext(vol, pod, policy.podInfoOnMount, mode),
 	}
-	if err := c.publish(ctx, req); err != nil {
+	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
-			if rerr := removeVolumeDir(dir, publishTarget); rerr != nil {
+			if rerr := d.root().removeVolumeDir(dir, publishTarget); rerr != nil {
 				klog.ErrorS(rerr, "Cannot remove a volume directory after a failed publish", "dir", dir)
 			}
 		}
@@ -111,27 +113,31 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 // A volume staged before (its vol_data.json is there) is not staged
 // again, and the driver is not asked, as upstream skips a device it
 // knows mounted.
-func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
+func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.Pod) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
-	if _, ok, err := readVolData(filepath.Dir(staging)); ok || err != nil {
+	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); ok || err != nil {
 		return err
 	}
 	stages, err := c.stagesVolumes(ctx)
 	if err != nil || !stages {
 		return err
 	}
-	if err := os.MkdirAll(staging, 0o750); err != nil {
+	if err := d.root().mkdirAll(staging); err != nil {
 		return fmt.Errorf("create staging path: %w", err)
 	}
-	if err := writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
+	if err := d.root().writeVolData(filepath.Dir(staging), volData{VolumeHandle: vol.Handle, DriverName: vol.Driver}); err != nil {
+		return err
+	}
+	volCap, err := mountGroupCapability(ctx, c, vol, pod)
+	if err != nil {
 		return err
 	}
 	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
-		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: capability(vol),
+		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: volCap,
 		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes,
 	})
 	if err != nil {
-		if rerr := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); rerr != nil {
+		if rerr := d.root().removeAt(filepath.Dir(staging), volDataFile, false); rerr != nil {
 			klog.ErrorS(rerr, "Cannot remove vol_data.json after a failed stage", "path", staging)
 		}
 		return err
@@ -143,13 +149,15 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume) error {
 // driverPolicy is what a CSIDriver object says of mounting its volumes.
 type driverPolicy struct {
 	attachRequired, podInfoOnMount bool
+	fsGroupPolicy                  storagev1.FSGroupPolicy
 	modes                          []storagev1.VolumeLifecycleMode
 }
 
 // policy reads the driver's CSIDriver; without one, upstream's defaults:
 // attachment required, no pod info, persistent volumes only.
 func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error) {
-	p := driverPolicy{attachRequired: true, modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}
+	p := driverPolicy{attachRequired: true, modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		fsGroupPolicy: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
 	if d.cfg.CSIDrivers == nil {
 		return p, nil
 	}
@@ -162,6 +170,9 @@ func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error)
 	}
 	p.attachRequired = ptr.Deref(obj.Spec.AttachRequired, true)
 	p.podInfoOnMount = ptr.Deref(obj.Spec.PodInfoOnMount, false)
+	if fp := ptr.Deref(obj.Spec.FSGroupPolicy, ""); fp != "" {
+		p.fsGroupPolicy = fp
+	}
 	if len(obj.Spec.VolumeLifecycleModes) > 0 {
 		p.modes = obj.Spec.VolumeLifecycleModes
 	}

@@ -31,9 +31,15 @@ import (
 type nodeServer struct {
 	csipb.UnimplementedNodeServer
 	data string // what publish mounts
-	mu   sync.Mutex
-	log  []string
-	reqs []any
+	// noDisk: publish and unpublish leave the disk alone (a driver
+	// that mounts elsewhere), so that all a test sees on disk is
+	// Skiff's doing.
+	noDisk bool
+	// extraCaps are node capabilities beside STAGE_UNSTAGE_VOLUME.
+	extraCaps []csipb.NodeServiceCapability_RPC_Type
+	mu        sync.Mutex
+	log       []string
+	reqs      []any
 }
 
 func (s *nodeServer) record(call string, req any) {
@@ -66,8 +72,11 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*c
 
 func (s *nodeServer) NodeGetCapabilities(_ context.Context, r *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
 	s.record("NodeGetCapabilities", r)
-	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{Type: &csipb.NodeServiceCapability_Rpc{
-		Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}}}}, nil
+	var caps []*csipb.NodeServiceCapability
+	for _, c := range append([]csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}, s.extraCaps...) {
+		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: c}}})
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
@@ -82,6 +91,9 @@ func (s *nodeServer) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVo
 
 func (s *nodeServer) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	s.record("NodePublishVolume", r)
+	if s.noDisk {
+		return &csipb.NodePublishVolumeResponse{}, nil
+	}
 	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
@@ -93,6 +105,9 @@ func (s *nodeServer) NodePublishVolume(_ context.Context, r *csipb.NodePublishVo
 
 func (s *nodeServer) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	s.record("NodeUnpublishVolume", r)
+	if s.noDisk {
+		return &csipb.NodeUnpublishVolumeResponse{}, nil
+	}
 	if err := unix.Unmount(r.TargetPath, 0); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return nil, err
 	}
@@ -208,7 +223,10 @@ func TestPersistentVolumeStagedOncePublishedPerPodUnstagedLast(t *testing.T) {
 	if _, err := f.d.SetUp(ctx, b, f.podDir(b), vol); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(f.srv.calls(), ","); got != "NodeGetCapabilities,NodeStageVolume,NodeGetCapabilities,NodePublishVolume,NodeGetCapabilities,NodePublishVolume" {
+	// Upstream asks twice before each stage and publish: whether the
+	// driver stages, and whether it applies the fsGroup itself.
+	if got := strings.Join(f.srv.calls(), ","); got != strings.Repeat("NodeGetCapabilities,", 2)+"NodeStageVolume,"+
+		strings.Repeat("NodeGetCapabilities,", 2)+"NodePublishVolume,"+strings.Repeat("NodeGetCapabilities,", 2)+"NodePublishVolume" {
 		t.Errorf("calls for two pods: %s", got)
 	}
 	if err := f.d.TearDownPod(ctx, f.podDir(a)); err != nil {

@@ -2,10 +2,7 @@ package csi
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -54,11 +51,8 @@ type volData struct {
 
 // publishedVolumes lists a pod's CSI volume directories that hold a
 // vol_data.json, by spec name.
-func publishedVolumes(podDir string) (map[string]volData, error) {
-	entries, err := os.ReadDir(podVolumesDir(podDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+func (r rootDir) publishedVolumes(podDir string) (map[string]volData, error) {
+	entries, err := r.readDir(podVolumesDir(podDir))
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +61,7 @@ func publishedVolumes(podDir string) (map[string]volData, error) {
 		if !e.IsDir() {
 			continue
 		}
-		v, ok, err := readVolData(filepath.Join(podVolumesDir(podDir), e.Name()))
+		v, ok, err := r.readVolData(filepath.Join(podVolumesDir(podDir), e.Name()))
 		if err != nil {
 			return nil, err
 		}

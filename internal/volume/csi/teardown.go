@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"k8s.io/klog/v2"
@@ -18,7 +17,7 @@ import (
 // the root directory still uses. Every volume is tried; the joined error
 // asks for a retry.
 func (d *Drivers) TearDownPod(ctx context.Context, podDir string) error {
-	vols, err := publishedVolumes(podDir)
+	vols, err := d.root().publishedVolumes(podDir)
 	if err != nil {
 		return fmt.Errorf("CSI volumes of %s: %w", podDir, err)
 	}
@@ -46,21 +45,23 @@ func (d *Drivers) tearDown(ctx context.Context, podDir, spec string, v volData) 
 	if mountinfo.IsMountPoint(target) {
 		return fmt.Errorf("%s: %w", target, errStillMounted)
 	}
-	if err := removeVolumeDir(dir, publishTarget); err != nil {
-		return err
-	}
 	klog.V(2).InfoS("Unpublished CSI volume", "driver", v.DriverName, "volume", spec, "target", target)
-	if v.VolumeLifecycleMode == "Ephemeral" {
-		return nil
+	// The volume directory, with its vol_data.json, goes only after the
+	// unstage: an unstage that fails is retried with the pod's teardown
+	// (unpublishing again is a no-op for the driver), not forgotten.
+	if v.VolumeLifecycleMode != "Ephemeral" {
+		if err := d.unstageUnused(ctx, c, v, podDir); err != nil {
+			return err
+		}
 	}
-	return d.unstageUnused(ctx, c, v, podDir)
+	return d.root().removeVolumeDir(dir, publishTarget)
 }
 
 // unstageUnused unstages the volume if it is staged and no pod under the
 // root directory other than exceptPod has it published.
 func (d *Drivers) unstageUnused(ctx context.Context, c *nodeClient, v volData, exceptPod string) error {
 	staging := d.stagingPath(v.DriverName, v.VolumeHandle)
-	if _, ok, err := readVolData(filepath.Dir(staging)); !ok || err != nil {
+	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); !ok || err != nil {
 		return err
 	}
 	used, err := d.publishedElsewhere(v, exceptPod)
@@ -79,7 +80,7 @@ func (d *Drivers) unstageUnused(ctx context.Context, c *nodeClient, v volData, e
 	if mountinfo.IsMountPoint(staging) {
 		return fmt.Errorf("%s still mounted after NodeUnstageVolume", staging)
 	}
-	if err := removeVolumeDir(filepath.Dir(staging), globalMount); err != nil {
+	if err := d.root().removeVolumeDir(filepath.Dir(staging), globalMount); err != nil {
 		return fmt.Errorf("remove staging directory: %w", err)
 	}
 	klog.V(2).InfoS("Unstaged CSI volume", "driver", v.DriverName, "handle", v.VolumeHandle)
@@ -89,8 +90,8 @@ func (d *Drivers) unstageUnused(ctx context.Context, c *nodeClient, v volData, e
 // publishedElsewhere tells whether a pod other than exceptPod has the
 // volume published.
 func (d *Drivers) publishedElsewhere(v volData, exceptPod string) (bool, error) {
-	pods, err := os.ReadDir(filepath.Join(d.cfg.RootDir, "pods"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	pods, err := d.root().readDir(filepath.Join(d.cfg.RootDir, "pods"))
+	if err != nil {
 		return false, err
 	}
 	for _, p := range pods {
@@ -98,7 +99,7 @@ func (d *Drivers) publishedElsewhere(v volData, exceptPod string) (bool, error) 
 		if !p.IsDir() || podDir == filepath.Clean(exceptPod) {
 			continue
 		}
-		vols, err := publishedVolumes(podDir)
+		vols, err := d.root().publishedVolumes(podDir)
 		if err != nil {
 			return false, err
 		}

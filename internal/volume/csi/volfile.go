@@ -29,27 +29,16 @@ func validDriverName(name string) error {
 	return nil
 }
 
-// openDir opens dir itself (not a symlink in its place) as a directory.
-func openDir(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return fd, nil
-}
-
-// writeVolData writes vol_data.json into dir, creating dir.
-func writeVolData(dir string, v volData) error {
+// writeVolData writes vol_data.json into dir, below the root, creating
+// dir.
+func (r rootDir) writeVolData(dir string, v volData) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	dfd, err := openDir(dir)
+	dfd, err := r.open(dir, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	defer unix.Close(dfd)
 	tmp := "." + volDataFile + ".tmp"
@@ -73,8 +62,8 @@ func writeVolData(dir string, v volData) error {
 // A file that is not a regular file, is too big, or names an invalid
 // driver, no volume or a spec name that is not one path element is an
 // error.
-func readVolData(dir string) (v volData, ok bool, err error) {
-	dfd, err := openDir(dir)
+func (r rootDir) readVolData(dir string) (v volData, ok bool, err error) {
+	dfd, err := r.open(dir, false)
 	if errors.Is(err, unix.ENOENT) {
 		return v, false, nil
 	}
@@ -116,13 +105,14 @@ func readVolData(dir string) (v volData, ok bool, err error) {
 	return v, true, nil
 }
 
-// removeVolumeDir removes a volume directory Skiff made: its
-// vol_data.json and its (empty, unmounted) mount directory sub, then
-// dir itself. It never removes anything else: a directory with other
-// files, or a mount directory that is not empty (a volume still mounted,
-// or written to while it was not), stays, with an error naming it.
-func removeVolumeDir(dir, sub string) error {
-	dfd, err := openDir(dir)
+// removeVolumeDir removes a volume directory Skiff made, below the root:
+// its vol_data.json and its (empty, unmounted) mount directory sub, then
+// dir itself, each relative to its parent's held fd. It never removes
+// anything else: a directory with other files, or a mount directory that
+// is not empty (a volume still mounted, or written to while it was not),
+// stays, with an error naming it.
+func (r rootDir) removeVolumeDir(dir, sub string) error {
+	dfd, err := r.open(dir, false)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -137,8 +127,8 @@ func removeVolumeDir(dir, sub string) error {
 		errs = append(errs, fmt.Errorf("remove %s: %w", filepath.Join(dir, sub), err))
 	}
 	unix.Close(dfd)
-	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
-		errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+	if err := r.removeAt(filepath.Dir(dir), filepath.Base(dir), true); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// parentOf is a root directory that holds dir.
+func parentOf(dir string) rootDir { return rootDir(filepath.Dir(dir)) }
+
 // vol_data.json is never read or written through a symlink, never read
 // from a FIFO (which would block), never read past its bound, and a
 // driver name it gives must be one a driver could register with.
@@ -22,10 +25,10 @@ func TestVolDataRefusesWhatADriverCouldPlant(t *testing.T) {
 	if err := os.Symlink(host, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := readVolData(dir); ok || err == nil {
+	if _, ok, err := parentOf(dir).readVolData(dir); ok || err == nil {
 		t.Errorf("read through a symlink: ok %v err %v", ok, err)
 	}
-	if err := writeVolData(dir, volData{VolumeHandle: "x", DriverName: "d.example.com"}); err != nil {
+	if err := parentOf(dir).writeVolData(dir, volData{VolumeHandle: "x", DriverName: "d.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(host); !strings.Contains(string(b), `"volumeHandle":"h"`) {
@@ -40,7 +43,7 @@ func TestVolDataRefusesWhatADriverCouldPlant(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, _, err := readVolData(fifoDir); done <- err }()
+	go func() { _, _, err := parentOf(fifoDir).readVolData(fifoDir); done <- err }()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -54,7 +57,7 @@ func TestVolDataRefusesWhatADriverCouldPlant(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(big, volDataFile), []byte(`{"volumeHandle":"`+strings.Repeat("a", maxVolData)+`","driverName":"d"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := readVolData(big); ok || err == nil {
+	if _, ok, err := parentOf(big).readVolData(big); ok || err == nil {
 		t.Errorf("a vol_data.json over the bound was read: %v", err)
 	}
 
@@ -63,7 +66,7 @@ func TestVolDataRefusesWhatADriverCouldPlant(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(d, volDataFile), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := readVolData(d); ok || err == nil {
+		if _, ok, err := parentOf(d).readVolData(d); ok || err == nil {
 			t.Errorf("%s was accepted", bad)
 		}
 	}
@@ -73,7 +76,7 @@ func TestVolDataRefusesWhatADriverCouldPlant(t *testing.T) {
 // that is not empty keeps its files, and so does the directory.
 func TestRemoveVolumeDirKeepsWhatItDidNotMake(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	if err := writeVolData(dir, volData{VolumeHandle: "h", DriverName: "d"}); err != nil {
+	if err := parentOf(dir).writeVolData(dir, volData{VolumeHandle: "h", DriverName: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, publishTarget, "data")
@@ -83,7 +86,7 @@ func TestRemoveVolumeDirKeepsWhatItDidNotMake(t *testing.T) {
 	if err := os.WriteFile(data, []byte("the volume's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeVolumeDir(dir, publishTarget); err == nil {
+	if err := parentOf(dir).removeVolumeDir(dir, publishTarget); err == nil {
 		t.Error("no error for a mount directory that is not empty")
 	}
 	if _, err := os.Stat(data); err != nil {
@@ -92,7 +95,7 @@ func TestRemoveVolumeDirKeepsWhatItDidNotMake(t *testing.T) {
 	if err := os.Remove(data); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeVolumeDir(dir, publishTarget); err != nil {
+	if err := parentOf(dir).removeVolumeDir(dir, publishTarget); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -106,7 +109,7 @@ func TestRemoveVolumeDirKeepsWhatItDidNotMake(t *testing.T) {
 	if err := os.Symlink(target, dir); err != nil {
 		t.Fatal(err)
 	}
-	_ = removeVolumeDir(dir, publishTarget)
+	_ = parentOf(dir).removeVolumeDir(dir, publishTarget)
 	if _, err := os.Stat(filepath.Join(target, volDataFile)); err != nil {
 		t.Errorf("removal went through a symlink: %v", err)
 	}
@@ -127,7 +130,7 @@ func FuzzVolData(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, volDataFile), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		v, ok, err := readVolData(dir)
+		v, ok, err := parentOf(dir).readVolData(dir)
 		if !ok {
 			if err == nil {
 				t.Fatal("a vol_data.json refused without an error")
