@@ -291,10 +291,16 @@ func (m *Manager) checkpoint() error {
 }
 
 // keyedLocks serializes operations on the same claims: two pods sharing
-// a claim never prepare it twice, and other claims are not held up.
+// a claim never prepare it twice, and other claims are not held up. A
+// claim's lock lives while someone holds or waits for it.
 type keyedLocks struct {
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	refs int
 }
 
 // lock takes the keys' locks in order (no deadlock) and returns unlock.
@@ -302,24 +308,30 @@ func (l *keyedLocks) lock(keys []string) func() {
 	keys = slices.Clone(keys)
 	sort.Strings(keys)
 	keys = slices.Compact(keys)
-	held := make([]*sync.Mutex, 0, len(keys))
+	held := make([]*keyedLock, 0, len(keys))
 	for _, k := range keys {
 		l.mu.Lock()
 		if l.locks == nil {
-			l.locks = map[string]*sync.Mutex{}
+			l.locks = map[string]*keyedLock{}
 		}
-		mu := l.locks[k]
-		if mu == nil {
-			mu = &sync.Mutex{}
-			l.locks[k] = mu
+		kl := l.locks[k]
+		if kl == nil {
+			kl = &keyedLock{}
+			l.locks[k] = kl
 		}
+		kl.refs++
 		l.mu.Unlock()
-		mu.Lock()
-		held = append(held, mu)
+		kl.Lock()
+		held = append(held, kl)
 	}
 	return func() {
 		for i := len(held) - 1; i >= 0; i-- {
 			held[i].Unlock()
+			l.mu.Lock()
+			if held[i].refs--; held[i].refs == 0 {
+				delete(l.locks, keys[i])
+			}
+			l.mu.Unlock()
 		}
 	}
 }

@@ -288,3 +288,24 @@ func TestValidateServices(t *testing.T) {
 		t.Errorf("chosen service %q, want v1 when both are offered", got)
 	}
 }
+
+// Claim locks serialize holders of the same key and are forgotten once
+// no one holds or waits for them.
+func TestKeyedLocks(t *testing.T) {
+	var l keyedLocks
+	unlock := l.lock([]string{"b", "a", "a"})
+	acquired := make(chan struct{})
+	go func() { defer close(acquired); l.lock([]string{"a"})() }()
+	select {
+	case <-acquired:
+		t.Fatal("a held key was taken twice")
+	default:
+	}
+	unlock()
+	<-acquired
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.locks) != 0 {
+		t.Fatalf("locks left after every holder unlocked: %v", l.locks)
+	}
+}

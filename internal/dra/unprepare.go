@@ -86,6 +86,9 @@ func (m *Manager) dropPod(uid types.UID, keys []string) (map[string][]*drapbv1.C
 		if info == nil {
 			continue
 		}
+		if _, used := info.PodUIDs[string(uid)]; !used { // changed since claimsOf
+			continue
+		}
 		if len(info.PodUIDs) > 1 {
 			delete(info.PodUIDs, string(uid))
 			continue
