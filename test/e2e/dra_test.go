@@ -65,7 +65,7 @@ func (dn *draNode) prepareRuntime(t *testing.T) {
 	if !strings.Contains(string(b), section) {
 		return
 	}
-	cfg := strings.Replace(string(b), section, section+fmt.Sprintf("  enable_cdi = true\n  cdi_spec_dirs = [%q]\n", dn.cdiDir), 1)
+	cfg := strings.Replace(string(b), section, section+fmt.Sprintf("  cdi_spec_dirs = [%q]\n", dn.cdiDir), 1)
 	must(t, os.WriteFile(dn.rt.config, []byte(cfg), 0o644))
 	dn.rt.stopDaemon(t)
 	dn.rt.start(t)
@@ -82,14 +82,22 @@ func (dn *draNode) startDriver(t *testing.T) {
 	registry := filepath.Join(shortDir(t), "registry")
 	must(t, os.MkdirAll(filepath.Join(dn.root, "plugins_registry"), 0o750))
 	must(t, os.Symlink(filepath.Join(dn.root, "plugins_registry"), registry))
-	startProcess(t, filepath.Join(t.TempDir(), "dra-test-driver.log"), bin,
+	// The driver makes its socket in <datadir>/<driver name>, which must exist.
+	dataDir := shortDir(t)
+	must(t, os.Mkdir(filepath.Join(dataDir, dn.driver), 0o750))
+	driver := startProcess(t, filepath.Join(t.TempDir(), "dra-test-driver.log"), bin,
 		"--kubeconfig", dn.cn.c.AdminKubeconfig(), "--drivername", dn.driver, "-v", "3",
 		"kubelet-plugin", "--node-name", dn.name, "--num-devices", "2",
-		"--cdi-dir", dn.cdiDir, "--plugin-registration-path", registry, "--datadir", shortDir(t))
+		"--cdi-dir", dn.cdiDir, "--plugin-registration-path", registry, "--datadir", dataDir)
 	rs := dn.cn.admin.ResourceV1().ResourceSlices()
 	bySelf := metav1.ListOptions{FieldSelector: "spec.driver=" + dn.driver}
 	t.Cleanup(func() { _ = rs.DeleteCollection(context.Background(), metav1.DeleteOptions{}, bySelf) })
 	waitFor(t, 60*time.Second, "the driver's ResourceSlice for the node", func() (bool, error) {
+		select {
+		case <-driver.done:
+			return false, fmt.Errorf("the DRA test driver exited")
+		default:
+		}
 		l, err := rs.List(dn.cn.ctx(), bySelf)
 		if err != nil {
 			return false, nil
