@@ -89,6 +89,8 @@ func (dn *draNode) startDriver(t *testing.T) {
 		"--kubeconfig", dn.cn.c.AdminKubeconfig(), "--drivername", dn.driver, "-v", "3",
 		"kubelet-plugin", "--node-name", dn.name, "--num-devices", "2",
 		"--cdi-dir", dn.cdiDir, "--plugin-registration-path", registry, "--datadir", dataDir)
+	// Pods go before the driver, which unprepares their claims.
+	t.Cleanup(dn.cn.deleteAllPods)
 	rs := dn.cn.admin.ResourceV1().ResourceSlices()
 	bySelf := metav1.ListOptions{FieldSelector: "spec.driver=" + dn.driver}
 	t.Cleanup(func() { _ = rs.DeleteCollection(context.Background(), metav1.DeleteOptions{}, bySelf) })
