@@ -38,6 +38,10 @@ type draNode struct {
 	cdiDir   string // where the driver writes its CDI specs
 	cdi      bool   // the runtime injects CDI devices (containerd 1.7 and later)
 	tolerate bool   // pods tolerate the upstream kubelet's taint
+	// racyPrepare: two pods starting together may each have the claim
+	// they share prepared, as upstream's kubelet does not serialize
+	// preparations of one claim (the driver is idempotent). Skiff does.
+	racyPrepare bool
 }
 
 // newDRASkiffNode is a private Skiff node with the driver.
@@ -227,11 +231,12 @@ func TestDRATestDriver(t *testing.T) {
 // TestDRATestDriverUpstreamKubelet runs TestDRATestDriver's scenario on
 // the upstream kubelet v1.34 (on a private containerd, joined to the
 // suite cluster): the same checks pass there, so they test what a
-// kubelet must do, not what Skiff happens to do.
+// kubelet must do, not what Skiff happens to do; but upstream may prepare
+// a shared claim once per pod when both start together.
 func TestDRATestDriverUpstreamKubelet(t *testing.T) {
 	cn := sharedNode(t)
 	rt := newPrivateRuntime(t)
-	dn := &draNode{cn: cn, name: fmt.Sprintf("e2e-upstream-%d", rt.id), rt: rt, tolerate: true,
+	dn := &draNode{cn: cn, name: fmt.Sprintf("e2e-upstream-%d", rt.id), rt: rt, tolerate: true, racyPrepare: true,
 		root: filepath.Join(rt.dir, "upstream-kubelet", "root")}
 	dn.prepareRuntime(t)
 	startUpstreamKubelet(t, cn, rt, dn.name)
@@ -283,7 +288,7 @@ func runDRAScenario(t *testing.T, dn *draNode) {
 	for _, name := range []string{"dra-shared-1", "dra-shared-2"} {
 		dn.cn.waitPod(t, ns, name, 90*time.Second, "running", isRunning)
 	}
-	if n := dn.draCalls(t, "NodePrepareResources"); n != 2 {
+	if n := dn.draCalls(t, "NodePrepareResources"); n != 2 && !(dn.racyPrepare && n == 3) {
 		t.Errorf("NodePrepareResources succeeded %d times for two claims (one shared by two pods), want 2", n)
 	}
 	sharedSpec := dn.cdiFile(string(shared.UID))
