@@ -2,7 +2,7 @@
 # Builds the third-party binaries Skiff's tests run against into _output/bin/:
 #
 #   kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
-#   kubeadm kube-proxy sample-device-plugin
+#   kubeadm kube-proxy sample-device-plugin dra-test-driver
 #                       k8s.io/kubernetes v1.34.4   (module hack/tools)
 #   etcd etcdctl        go.etcd.io/etcd 3.6.4       (module hack/tools/etcd)
 #   registry            distribution v3.1.2         (module hack/tools/registry)
@@ -62,7 +62,7 @@ for arg in "$@"; do
 	esac
 done
 
-known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy sample-device-plugin etcd etcdctl registry coredns metrics-server staticcheck containerd containerd-shim-runc-v2 ctr)
+known=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy sample-device-plugin dra-test-driver etcd etcdctl registry coredns metrics-server staticcheck containerd containerd-shim-runc-v2 ctr)
 for o in "${only[@]}"; do
 	if [[ " ${known[*]} " != *" $o "* ]]; then
 		echo "build-tools: unknown binary $o (known: ${known[*]})" >&2
@@ -212,9 +212,10 @@ build_module() {
 
 total_start=$SECONDS
 
-# sample-device-plugin needs nothing k8s.io/kubernetes does not already
-# require, so it is not in the module's tool block: adding it would change
-# go.mod, and with it every other binary's stamp.
+# sample-device-plugin and dra-test-driver (upstream's DRA e2e test
+# driver) need nothing k8s.io/kubernetes does not already require, so they
+# are not in the module's tool block: adding them would change go.mod, and
+# with it every other binary's stamp.
 build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -223,7 +224,8 @@ build_module hack/tools "$kube_tags" "$kube_ldflags" \
 	kubelet=k8s.io/kubernetes/cmd/kubelet \
 	kubeadm=k8s.io/kubernetes/cmd/kubeadm \
 	kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
-	sample-device-plugin=k8s.io/kubernetes/test/images/sample-device-plugin
+	sample-device-plugin=k8s.io/kubernetes/test/images/sample-device-plugin \
+	dra-test-driver=k8s.io/kubernetes/test/e2e/dra/test-driver
 
 build_module hack/tools/etcd "" "$etcd_ldflags" \
 	etcd=go.etcd.io/etcd/server/v3 \

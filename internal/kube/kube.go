@@ -1,4 +1,4 @@
-// Package kube is Skiff's apiserver client: the typed clients of the seven
+// Package kube is Skiff's apiserver client: the typed clients of the eight
 // API groups Skiff calls, and no others.
 //
 // client-go's kubernetes.Clientset holds a client for every API group
@@ -25,6 +25,7 @@ import (
 	certificatesv1beta1 "k8s.io/client-go/kubernetes/typed/certificates/v1beta1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -35,7 +36,8 @@ import (
 // and PersistentVolumes (core), the node Lease (coordination), CSRs
 // (certificates/v1, and v1beta1 where client-go falls back to it) and
 // ClusterTrustBundles (certificates/v1beta1), the kubelet API's webhooks
-// (TokenReview, SubjectAccessReview) and CSINodes (storage/v1).
+// (TokenReview, SubjectAccessReview), CSINodes (storage/v1) and
+// ResourceClaims (resource/v1).
 type Interface interface {
 	CoreV1() corev1.CoreV1Interface
 	CoordinationV1() coordinationv1.CoordinationV1Interface
@@ -44,6 +46,7 @@ type Interface interface {
 	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
 	StorageV1() storagev1.StorageV1Interface
+	ResourceV1() resourcev1.ResourceV1Interface
 }
 
 // Clientset implements Interface with client-go's typed clients.
@@ -55,6 +58,7 @@ type Clientset struct {
 	authentication      *authenticationv1.AuthenticationV1Client
 	authorization       *authorizationv1.AuthorizationV1Client
 	storage             *storagev1.StorageV1Client
+	resource            *resourcev1.ResourceV1Client
 }
 
 var _ Interface = (*Clientset)(nil)
@@ -77,6 +81,8 @@ func (c *Clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
 }
 
 func (c *Clientset) StorageV1() storagev1.StorageV1Interface { return c.storage }
+
+func (c *Clientset) ResourceV1() resourcev1.ResourceV1Interface { return c.resource }
 
 // NewForConfig is kubernetes.NewForConfig for these groups: one HTTP
 // client (and so one connection pool and one rotating transport) and one
@@ -125,6 +131,9 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 		return nil, err
 	}
 	if cs.storage, err = storagev1.NewForConfigAndClient(&cfg, httpClient); err != nil {
+		return nil, err
+	}
+	if cs.resource, err = resourcev1.NewForConfigAndClient(&cfg, httpClient); err != nil {
 		return nil, err
 	}
 	return &cs, nil

@@ -65,8 +65,9 @@ func (k *Kubelet) runDevices(spawn func(func(context.Context))) error {
 	if err != nil {
 		return err
 	}
-	srv := podresources.New(podResourcesPods{k}, k.devices, podresources.Gates{
+	srv := podresources.New(podResourcesPods{k}, k.devices, k.dra, podresources.Gates{
 		Get: fg.Enabled("KubeletPodResourcesGet"), ListActivePods: fg.Enabled("KubeletPodResourcesListUseActivePods"),
+		DynamicResources: fg.Enabled("KubeletPodResourcesDynamicResources") && fg.Enabled("DynamicResourceAllocation"),
 	})
 	spawn(func(ctx context.Context) { srv.Serve(ctx, pl) })
 	return nil

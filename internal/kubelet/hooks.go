@@ -52,6 +52,7 @@ func (k *Kubelet) podHooks() []podHook {
 		proberHook{k.prober},
 		mirrorPodHook{k.cluster},
 		volumesHook{volumes: k.volumeManager, startup: k.startup, recorder: k.recorder, clock: k.clock},
+		draHook{dra: k.dra, recorder: k.recorder},
 		cgroupsHook{k.cgroups},
 		devicesHook{k.devices},
 	}

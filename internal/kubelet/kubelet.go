@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/devicemanager"
+	"github.com/skiff-sh/skiff/internal/dra"
 	"github.com/skiff-sh/skiff/internal/images"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/loglinks"
@@ -129,7 +130,7 @@ type Kubelet struct {
 	volumes  *volume.Manager
 	// volumeManager sets up and tears down pods' volumes (of volumes).
 	volumeManager *volumemanager.Manager
-	plugins       *pluginwatcher.Watcher // registers CSI drivers
+	plugins       *pluginwatcher.Watcher // registers CSI and DRA drivers
 	startup       *podstartup.Tracker
 	stats         *stats.Provider
 	local         *admission.Local // node-local admission checks
@@ -141,6 +142,7 @@ type Kubelet struct {
 	eviction      evictionManagers
 	shutdown      *shutdown.Manager // graceful node shutdown
 	devices       *devicemanager.Manager
+	dra           *dra.Manager // prepares pods' ResourceClaims
 	resize        *inPlaceResize
 }
 
@@ -177,7 +179,8 @@ func New(d Deps) (*Kubelet, error) {
 			return nil, err
 		}
 	}
-	if k.devices, err = k.newDevices(); err != nil {
+	draDrivers, err := k.newDeviceManagers(d.Client)
+	if err != nil {
 		return nil, err
 	}
 	if err := k.newCluster(d); err != nil {
@@ -192,7 +195,7 @@ func New(d Deps) (*Kubelet, error) {
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
 	csiDrivers := k.newCSIDrivers(d.Client)
 	k.volumes, k.volumeManager = k.newVolumes(d.Client, csiDrivers)
-	k.plugins = k.newPlugins(csiDrivers)
+	k.plugins = k.newPlugins(csiDrivers, draDrivers)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})
 	rc := k.runtimeConfig()
@@ -244,7 +247,7 @@ func (k *Kubelet) runtimeConfig() podruntime.Config {
 			SeccompRoot:    filepath.Join(k.cfg.RootDir, "seccomp"),
 		},
 		Resources:   k.cgroups,
-		Devices:     k.devices,
+		Devices:     containerDevices{plugins: k.devices, dra: k.dra},
 		Puller:      images.NewPuller(k.cri.Images, ptr.Deref(kc.SerializeImagePulls, true), ptr.Deref(kc.MaxParallelImagePulls, 0)),
 		PullSecrets: k.cluster.pullSecrets(),
 		StartupDone: k.prober.StartupDone,
@@ -281,6 +284,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	spawn(k.workers.Run)
 	spawn(k.volumeManager.Run)
 	spawn(k.runPlugins)
+	spawn(k.runDRA)
 	spawn(k.prober.Run)
 	updates := make(chan podsource.Update, 16)
 	if err := k.cluster.run(ctx, spawn, updates); err != nil {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/skiff-sh/skiff/internal/dra"
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/pluginwatcher"
 	"github.com/skiff-sh/skiff/internal/volume/csi"
@@ -27,11 +28,14 @@ func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
 
 // newPlugins makes the plugin watcher on <root-dir>/plugins_registry with
 // a handler per plugin type.
-func (k *Kubelet) newPlugins(drivers *csi.Drivers) *pluginwatcher.Watcher {
+func (k *Kubelet) newPlugins(csiDrivers *csi.Drivers, draDrivers *dra.Drivers) *pluginwatcher.Watcher {
 	return pluginwatcher.New(pluginwatcher.Config{
-		Dir:      filepath.Join(k.cfg.RootDir, pluginwatcher.DirName),
-		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
-		Clock:    k.clock,
+		Dir: filepath.Join(k.cfg.RootDir, pluginwatcher.DirName),
+		Handlers: map[string]pluginwatcher.Handler{
+			registerapi.CSIPlugin: csiDrivers,
+			registerapi.DRAPlugin: draDrivers,
+		},
+		Clock: k.clock,
 	})
 }
 
@@ -39,6 +43,6 @@ func (k *Kubelet) newPlugins(drivers *csi.Drivers) *pluginwatcher.Watcher {
 // its failure to start is logged, and the rest of Skiff runs on.
 func (k *Kubelet) runPlugins(ctx context.Context) {
 	if err := k.plugins.Run(ctx); err != nil {
-		klog.ErrorS(err, "The plugin watcher stopped: no CSI driver can register")
+		klog.ErrorS(err, "The plugin watcher stopped: no CSI or DRA driver can register")
 	}
 }

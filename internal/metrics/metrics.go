@@ -37,6 +37,7 @@ type Registry struct {
 	// Evictions counts evictions by signal (kubelet_evictions).
 	Evictions *prometheus.CounterVec
 	Shutdown  ShutdownMetrics
+	DRA       DRAMetrics
 
 	http        httpMetrics
 	prober      proberMetrics
@@ -74,6 +75,7 @@ func New() *Registry {
 	r.metrics.MustRegister(r.Runtime.init()...)
 	r.metrics.MustRegister(r.http.init()...)
 	r.metrics.MustRegister(r.Shutdown.init()...)
+	r.metrics.MustRegister(r.DRA.init()...)
 	r.metrics.MustRegister(r.certCollectors()...)
 	r.probes.MustRegister(r.prober.init()...)
 	return r

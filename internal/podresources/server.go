@@ -3,8 +3,10 @@
 // over the pods and the device manager, as upstream: List reports the
 // active pods, Get any pod Skiff knows, GetAllocatableResources the
 // healthy devices. Skiff has no CPU or memory manager, so CPU IDs and
-// memory are empty, as upstream reports them with the none policies; it
-// has no DRA yet, so dynamic resources are empty too. Calls are rate
+// memory are empty, as upstream reports them with the none policies.
+// Dynamic resources are the prepared ResourceClaims each container
+// references (with KubeletPodResourcesDynamicResources, on by default
+// as upstream 1.34). Calls are rate
 // limited as upstream's (100 per second, bursts of 10), answering
 // ResourceExhausted beyond.
 package podresources
@@ -56,6 +58,11 @@ type Devices interface {
 	AllocatableDevices() []*podresourcesv1.ContainerDevices
 }
 
+// DynamicResources gives the ResourceClaims prepared for a container.
+type DynamicResources interface {
+	DynamicResources(pod *v1.Pod, container string) []*podresourcesv1.DynamicResource
+}
+
 // Gates are the feature gates upstream's API follows (both on by default
 // in 1.34).
 type Gates struct {
@@ -64,6 +71,9 @@ type Gates struct {
 	// ListActivePods is KubeletPodResourcesListUseActivePods: off, List
 	// reports every pod Skiff knows.
 	ListActivePods bool
+	// DynamicResources is KubeletPodResourcesDynamicResources: off,
+	// containers report no dynamic resources.
+	DynamicResources bool
 }
 
 // Server is the pod resources API.
@@ -71,12 +81,13 @@ type Server struct {
 	podresourcesv1.UnimplementedPodResourcesListerServer
 	pods    Pods
 	devices Devices
+	dynamic DynamicResources
 	gates   Gates
 }
 
-// New returns the API over pods and devices.
-func New(pods Pods, devices Devices, gates Gates) *Server {
-	return &Server{pods: pods, devices: devices, gates: gates}
+// New returns the API over pods, devices and dynamic resources.
+func New(pods Pods, devices Devices, dynamic DynamicResources, gates Gates) *Server {
+	return &Server{pods: pods, devices: devices, dynamic: dynamic, gates: gates}
 }
 
 // Listen makes <rootDir>/pod-resources and listens on its socket,
@@ -168,5 +179,9 @@ func (s *Server) podResources(p *v1.Pod) *podresourcesv1.PodResources {
 }
 
 func (s *Server) container(p *v1.Pod, name string) *podresourcesv1.ContainerResources {
-	return &podresourcesv1.ContainerResources{Name: name, Devices: s.devices.ContainerDevices(p.UID, name)}
+	out := &podresourcesv1.ContainerResources{Name: name, Devices: s.devices.ContainerDevices(p.UID, name)}
+	if s.gates.DynamicResources {
+		out.DynamicResources = s.dynamic.DynamicResources(p, name)
+	}
+	return out
 }

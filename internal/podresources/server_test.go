@@ -76,7 +76,7 @@ func TestListGetAllocatable(t *testing.T) {
 	done := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "ns", UID: "u2"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main"}}}}
 	devs := fakeDevices{"u1/main": {cd("a")}, "u1/sidecar": {cd("b")}, "allocatable": {cd("a"), cd("b"), cd("c")}}
 	pods := fakePods{active: []*v1.Pod{running}, all: []*v1.Pod{running, done}}
-	conn := serve(t, New(pods, devs, Gates{Get: true, ListActivePods: true}))
+	conn := serve(t, New(pods, devs, nil, Gates{Get: true, ListActivePods: true}))
 	c := podresourcesv1.NewPodResourcesListerClient(conn)
 	ctx := context.Background()
 
@@ -110,7 +110,7 @@ func TestListGetAllocatable(t *testing.T) {
 
 // Past upstream's burst, calls are refused with ResourceExhausted.
 func TestRateLimited(t *testing.T) {
-	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(fakePods{}, fakeDevices{}, Gates{})))
+	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(fakePods{}, fakeDevices{}, nil, Gates{})))
 	limited := 0
 	for range 200 {
 		_, err := c.List(context.Background(), &podresourcesv1.ListPodResourcesRequest{})
@@ -128,7 +128,7 @@ func TestRateLimited(t *testing.T) {
 // With the gates off, as upstream: Get refused, List of every pod.
 func TestGatesOff(t *testing.T) {
 	pods := fakePods{all: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "ns"}}}}
-	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(pods, fakeDevices{}, Gates{})))
+	c := podresourcesv1.NewPodResourcesListerClient(serve(t, New(pods, fakeDevices{}, nil, Gates{})))
 	list, err := c.List(context.Background(), &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil || len(list.PodResources) != 1 {
 		t.Errorf("List with KubeletPodResourcesListUseActivePods off = %v, %v; want the finished pod too", list, err)

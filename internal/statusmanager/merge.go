@@ -22,8 +22,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 
 // mergeStatus combines the status the apiserver holds with the kubelet's,
 // as upstream's mergePodStatus: kubelet-owned conditions from the kubelet,
-// other conditions kept, PodScheduled added only if missing, and a terminal
-// phase never regressing.
+// other conditions kept, PodScheduled added only if missing, a terminal
+// phase never regressing, and the resource claim statuses kept.
 func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 	out := *kubelet.DeepCopy()
 	out.Conditions = nil
@@ -54,6 +54,10 @@ func mergeStatus(api, kubelet v1.PodStatus) v1.PodStatus {
 	if api.NominatedNodeName != "" {
 		out.NominatedNodeName = api.NominatedNodeName
 	}
+	// The resource claim controller's, as upstream: the node may not
+	// change them (NodeRestriction refuses the whole patch).
+	out.ResourceClaimStatuses = api.ResourceClaimStatuses
+	out.ExtendedResourceClaimStatus = api.ExtendedResourceClaimStatus
 	return out
 }
 
