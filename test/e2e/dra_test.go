@@ -236,10 +236,10 @@ func TestDRATestDriver(t *testing.T) {
 func TestDRATestDriverUpstreamKubelet(t *testing.T) {
 	cn := sharedNode(t)
 	rt := newPrivateRuntime(t)
-	dn := &draNode{cn: cn, name: fmt.Sprintf("e2e-upstream-%d", rt.id), rt: rt, tolerate: true, racyPrepare: true,
-		root: filepath.Join(rt.dir, "upstream-kubelet", "root")}
+	dn := &draNode{cn: cn, rt: rt, tolerate: true, racyPrepare: true}
 	dn.prepareRuntime(t)
-	startUpstreamKubelet(t, cn, rt, dn.name)
+	up := startUpstreamNodeOn(t, cn.c, rt, "")
+	dn.name, dn.root = up.hostname(), up.root
 	dn.startDriver(t)
 	runDRAScenario(t, dn)
 }

@@ -49,12 +49,18 @@ func newUpstreamClusterNode(t *testing.T, extraConfig string) *clusterNode {
 // parallel (one that also uses the shared node).
 func startUpstreamNode(t *testing.T, c *cluster.Cluster, extraConfig string) *clusterNode {
 	t.Helper()
+	return startUpstreamNodeOn(t, c, newPrivateRuntime(t), extraConfig)
+}
+
+// startUpstreamNodeOn is startUpstreamNode on a private runtime the test
+// has set up itself.
+func startUpstreamNodeOn(t *testing.T, c *cluster.Cluster, rt *privateRuntime, extraConfig string) *clusterNode {
+	t.Helper()
 	if _, err := os.Stat(upstreamKubeletBin); err != nil {
 		t.Fatalf("the upstream kubelet (hack/build-tools.sh kubelet): %v", err)
 	}
 	upstreamMu.Lock()
 	t.Cleanup(upstreamMu.Unlock) // after the kubelet stopped: cleanups run in reverse
-	rt := newPrivateRuntime(t)
 	dir := filepath.Join(rt.dir, "upstream-kubelet")
 	must(t, os.MkdirAll(dir, 0o755))
 	n := &node{
