@@ -124,7 +124,7 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	}
 	var errs []error
 	for _, mp := range mountsUnder(dir) {
-		if err := unmount(mp); err != nil {
+		if err := unmountBeneath(m.root, mp); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -15,15 +15,6 @@ func mountTmpfs(dir, opts string) error {
 	return nil
 }
 
-func unmount(dir string) error {
-	// UMOUNT_NOFOLLOW: a symlink planted in the mount point's place
-	// is not followed to a mount elsewhere.
-	if err := unix.Unmount(dir, unix.UMOUNT_NOFOLLOW); err != nil && err != unix.EINVAL && err != unix.ENOENT {
-		return fmt.Errorf("unmount %s: %w", dir, err)
-	}
-	return nil
-}
-
 var (
 	isMountPoint = mountinfo.IsMountPoint
 	mountsUnder  = mountinfo.Under
