@@ -52,12 +52,19 @@ func Dir(ctx context.Context, dir string) (Usage, error) {
 	if err != nil {
 		return Usage{}, fmt.Errorf("disk usage of %s: %w", dir, err)
 	}
+	u, err := walkFD(ctx, fd)
+	if err != nil {
+		return u, fmt.Errorf("disk usage of %s: %w", dir, err)
+	}
+	return u, nil
+}
+
+// walkFD walks the directory open at fd, which it closes.
+func walkFD(ctx context.Context, fd int) (Usage, error) {
 	w := newWalker(ctx, fd)
 	defer w.close()
-	if err := w.run(); err != nil {
-		return w.u, fmt.Errorf("disk usage of %s: %w", dir, err)
-	}
-	return w.u, nil
+	err := w.run()
+	return w.u, err
 }
 
 // fileID names a file for as long as it exists.

@@ -91,9 +91,12 @@ func (m *Manager) overLimit(ctx context.Context, pod *v1.Pod) string {
 		if ed == nil || ed.SizeLimit == nil || ed.SizeLimit.IsZero() {
 			continue
 		}
-		dir := filepath.Join(m.cfg.PodDir(pod.UID), "volumes", "kubernetes.io~empty-dir", vol.Name)
+		// Below the pod's directory nothing is resolved by path: a driver
+		// that sees <root>/pods may swap a directory for a symlink.
+		podDir := m.cfg.PodDir(pod.UID)
+		rel := filepath.Join(filepath.Base(podDir), "volumes", "kubernetes.io~empty-dir", vol.Name)
 		walkCtx, cancel := context.WithTimeout(ctx, m.cfg.Period)
-		used, err := du.Dir(walkCtx, dir)
+		used, err := du.DirBeneath(walkCtx, filepath.Dir(podDir), rel)
 		cancel()
 		if int64(used.Bytes) > ed.SizeLimit.Value() {
 			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", vol.Name, ed.SizeLimit.String())

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -45,10 +46,10 @@ func (p *Provider) walkDisk(ctx context.Context) {
 			if plugin.Name() == csiPluginDir || !plugin.IsDir() {
 				continue
 			}
-			dir := filepath.Join(p.cfg.RootDir, "pods", pod.Name(), "volumes", plugin.Name())
-			vols, _ := os.ReadDir(dir)
+			rel := filepath.Join("pods", pod.Name(), "volumes", plugin.Name())
+			vols, _ := os.ReadDir(filepath.Join(p.cfg.RootDir, rel))
 			for _, v := range vols {
-				if vs, ok := p.volumeStats(ctx, filepath.Join(dir, v.Name()), v.Name(), start); ok {
+				if vs, ok := p.volumeStats(ctx, filepath.Join(rel, v.Name()), v.Name(), start); ok {
 					d.volumes[uid] = append(d.volumes[uid], vs)
 				}
 			}
@@ -67,7 +68,7 @@ func (p *Provider) walkDisk(ctx context.Context) {
 			uid := types.UID(parts[2])
 			containers, _ := os.ReadDir(filepath.Join(p.cfg.PodLogsDir, dir.Name()))
 			for _, c := range containers {
-				u, ok := p.measure(ctx, filepath.Join(p.cfg.PodLogsDir, dir.Name(), c.Name()))
+				u, ok := p.measure(ctx, p.cfg.PodLogsDir, filepath.Join(dir.Name(), c.Name()))
 				if !ok {
 					continue
 				}
@@ -84,27 +85,52 @@ func (p *Provider) walkDisk(ctx context.Context) {
 	p.mu.Unlock()
 }
 
-func (p *Provider) volumeStats(ctx context.Context, dir, name string, t time.Time) (statsapi.VolumeStats, bool) {
-	u, ok := p.measure(ctx, dir)
+// volumeStats measures the volume at rel below the root directory; a
+// driver that sees <root>/pods may swap a directory on the way for a
+// symlink, so nothing below the root is resolved by path.
+func (p *Provider) volumeStats(ctx context.Context, rel, name string, t time.Time) (statsapi.VolumeStats, bool) {
+	fd, err := du.OpenBeneath(p.cfg.RootDir, rel)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			klog.ErrorS(err, "Cannot measure disk usage", "path", filepath.Join(p.cfg.RootDir, rel))
+		}
+		return statsapi.VolumeStats{}, false
+	}
+	defer unix.Close(fd)
+	u, ok := p.measureFD(ctx, fd, filepath.Join(p.cfg.RootDir, rel))
 	if !ok {
 		return statsapi.VolumeStats{}, false
 	}
-	info, err := statfs(dir)
+	info, err := fstatfs(fd)
 	if err != nil {
 		return statsapi.VolumeStats{}, false
 	}
 	return statsapi.VolumeStats{Name: name, FsStats: *info.fsStats(t, ptr(u.Bytes), ptr(u.Inodes))}, true
 }
 
-// measure walks dir, for one VolumePeriod at most. A walk that cannot
-// finish is logged and its tree left out: part of a tree is not its size.
-func (p *Provider) measure(ctx context.Context, dir string) (du.Usage, bool) {
+// measure walks base/rel (opened as du.OpenBeneath does), for one
+// VolumePeriod at most. A walk that cannot finish is logged and its tree
+// left out: part of a tree is not its size.
+func (p *Provider) measure(ctx context.Context, base, rel string) (du.Usage, bool) {
+	fd, err := du.OpenBeneath(base, rel)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			klog.ErrorS(err, "Cannot measure disk usage", "path", filepath.Join(base, rel))
+		}
+		return du.Usage{}, false
+	}
+	defer unix.Close(fd)
+	return p.measureFD(ctx, fd, filepath.Join(base, rel))
+}
+
+// measureFD is measure of a directory already open.
+func (p *Provider) measureFD(ctx context.Context, fd int, path string) (du.Usage, bool) {
 	walkCtx, cancel := context.WithTimeout(ctx, p.cfg.VolumePeriod)
 	defer cancel()
-	u, err := du.Dir(walkCtx, dir)
+	u, err := du.DirFD(walkCtx, fd)
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, fs.ErrNotExist) {
-			klog.ErrorS(err, "Cannot measure disk usage", "path", dir, "counted", u.Bytes)
+		if ctx.Err() == nil {
+			klog.ErrorS(err, "Cannot measure disk usage", "path", path, "counted", u.Bytes)
 		}
 		return du.Usage{}, false
 	}

@@ -21,11 +21,24 @@ func statfs(path string) (fsInfo, error) {
 	if err := syscall.Statfs(path, &s); err != nil {
 		return fsInfo{}, err
 	}
+	return infoOf(&s), nil
+}
+
+// fstatfs is statfs of the filesystem an open fd is on.
+func fstatfs(fd int) (fsInfo, error) {
+	var s syscall.Statfs_t
+	if err := syscall.Fstatfs(fd, &s); err != nil {
+		return fsInfo{}, err
+	}
+	return infoOf(&s), nil
+}
+
+func infoOf(s *syscall.Statfs_t) fsInfo {
 	bs := uint64(s.Bsize)
 	return fsInfo{
 		capacity: s.Blocks * bs, available: s.Bavail * bs, used: (s.Blocks - s.Bfree) * bs,
 		inodes: s.Files, inodesFree: s.Ffree,
-	}, nil
+	}
 }
 
 // fsStats is the filesystem of path with its own usage, as FsStats.
