@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skiff-sh/skiff/internal/atomicfile"
 )
 
 // The claim cache's checkpoint is upstream's: the file dra_manager_state
@@ -111,21 +113,7 @@ func writeCheckpoint(dir string, claims []claimState) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+checkpointFile+".*")
-	if err != nil {
-		return fmt.Errorf("write DRA checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if _, err = tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, checkpointFile))
-	}
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, checkpointFile), b, 0o600); err != nil {
 		return fmt.Errorf("write DRA checkpoint: %w", err)
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skiff-sh/skiff/internal/atomicfile"
 )
 
 // The checkpoint files, in the root directory, named as upstream's.
@@ -90,21 +92,7 @@ func (s *Store) write(name string, pods map[types.UID]Allocation) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+name+".*")
-	if err != nil {
-		return fmt.Errorf("write resize checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if _, err = tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(s.dir, name))
-	}
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(s.dir, name), b, 0o600); err != nil {
 		return fmt.Errorf("write resize checkpoint %s: %w", name, err)
 	}
 	return nil

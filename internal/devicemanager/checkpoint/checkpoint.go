@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/util/dump"
+
+	"github.com/skiff-sh/skiff/internal/atomicfile"
 )
 
 // FileName is the checkpoint's file name in the device plugin directory.
@@ -103,32 +105,13 @@ func Read(dir string) (Checkpoint, error) {
 
 // Write replaces the checkpoint in dir atomically: a synced temporary
 // file renamed over it, as upstream's file store.
-func Write(dir string, cp Checkpoint) (retErr error) {
+func Write(dir string, cp Checkpoint) error {
 	b, err := Marshal(cp)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+FileName)
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, FileName), b, 0o600); err != nil {
 		return fmt.Errorf("write device manager checkpoint: %w", err)
-	}
-	defer func() {
-		if retErr != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(b); err != nil {
-		return fmt.Errorf("write device manager checkpoint: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync device manager checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close device manager checkpoint: %w", err)
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, FileName)); err != nil {
-		return fmt.Errorf("replace device manager checkpoint: %w", err)
 	}
 	return nil
 }
