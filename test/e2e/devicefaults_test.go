@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -150,20 +149,6 @@ func faultyDevices(healthy bool, ids ...string) []*pluginapi.Device {
 	return out
 }
 
-// faultyConsumer is a sleeping pod asking for n faulty devices.
-func faultyConsumer(name string, n int64) *v1.Pod {
-	p := busyboxPod(name, sleeper)
-	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{faultyResource: *resource.NewQuantity(n, resource.DecimalSI)}
-	return p
-}
-
-// waitFaultyResource waits for the Node's capacity and allocatable of
-// the faulty resource.
-func (cn *clusterNode) waitFaultyResource(t *testing.T, capacity, allocatable int64) {
-	t.Helper()
-	cn.waitExtendedResource(t, faultyResource, capacity, allocatable)
-}
-
 // waitRefused waits for the pod to fail admission as upstream fails a
 // pod that cannot have its devices, and returns its message.
 func (cn *clusterNode) waitRefused(t *testing.T, name string) string {
@@ -212,7 +197,7 @@ func TestDevicePluginFaults(t *testing.T) {
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	dir := cn.devicePluginDir()
 	p := startFaultyPlugin(t, dir, "faulty-1.sock", faultyDevices(true, "d1", "d2")...)
-	cn.waitFaultyResource(t, 2, 2)
+	cn.waitExtendedResource(t, faultyResource, 2, 2)
 
 	// Garbage: more devices than hardware has, an ID twice, no ID. Then a
 	// valid list (d2 unhealthy) that Skiff must take from the same stream.
@@ -225,7 +210,7 @@ func TestDevicePluginFaults(t *testing.T) {
 	p.lists <- faultyDevices(true, "d1", "d1", "d2")
 	p.lists <- faultyDevices(true, "d1", "")
 	p.lists <- append(faultyDevices(true, "d1"), faultyDevices(false, "d2")...)
-	cn.waitFaultyResource(t, 2, 1)
+	cn.waitExtendedResource(t, faultyResource, 2, 1)
 	if m := maxSeen(); m > 2 {
 		t.Errorf("the Node advertised %d devices of a garbage list", m)
 	}
@@ -233,14 +218,14 @@ func TestDevicePluginFaults(t *testing.T) {
 		t.Errorf("the plugin's ListAndWatch was opened %d times, want once: garbage ended the stream", n)
 	}
 	p.lists <- faultyDevices(true, "d1", "d2")
-	cn.waitFaultyResource(t, 2, 2)
+	cn.waitExtendedResource(t, faultyResource, 2, 2)
 
 	// Allocate fails, then hangs past Skiff's deadline: both pods are
 	// refused, and a pod created after them runs.
 	p.setAllocate(func(context.Context) (*pluginapi.AllocateResponse, error) {
 		return nil, errors.New("device on fire")
 	})
-	cn.createPod(t, faultyConsumer("alloc-fails", 1))
+	cn.createPod(t, deviceConsumer("alloc-fails", faultyResource, 1))
 	if msg := cn.waitRefused(t, "alloc-fails"); !strings.Contains(msg, "device on fire") {
 		t.Errorf("a failed Allocate: %q, want the plugin's error", msg)
 	}
@@ -248,7 +233,7 @@ func TestDevicePluginFaults(t *testing.T) {
 		<-ctx.Done() // Skiff's deadline, or the plugin's end
 		return nil, ctx.Err()
 	})
-	cn.createPod(t, faultyConsumer("alloc-hangs", 1))
+	cn.createPod(t, deviceConsumer("alloc-hangs", faultyResource, 1))
 	if msg := cn.waitRefused(t, "alloc-hangs"); !strings.Contains(msg, "DeadlineExceeded") {
 		t.Errorf("a hung Allocate: %q, want the call's deadline", msg)
 	}
@@ -257,7 +242,7 @@ func TestDevicePluginFaults(t *testing.T) {
 
 	// A working Allocate: the pod holds a device and gets its answer.
 	p.setAllocate(nil)
-	holder := cn.createPod(t, faultyConsumer("holder", 1))
+	holder := cn.createPod(t, deviceConsumer("holder", faultyResource, 1))
 	cn.waitPod(t, cn.ns, holder.Name, 60*time.Second, "running", isRunning)
 	held := cn.faultyDevicesOf(t, holder.Name)
 	if len(held) != 1 {
@@ -281,10 +266,10 @@ func TestDevicePluginFaults(t *testing.T) {
 		time.Sleep(time.Second) // the kill cuts this call
 		return nil, errors.New("unreachable")
 	})
-	cn.createPod(t, faultyConsumer("plugin-dies", 1))
+	cn.createPod(t, deviceConsumer("plugin-dies", faultyResource, 1))
 	cn.waitRefused(t, "plugin-dies")
-	cn.waitFaultyResource(t, 2, 0)
-	cn.createPod(t, faultyConsumer("after-death", 1))
+	cn.waitExtendedResource(t, faultyResource, 2, 0)
+	cn.createPod(t, deviceConsumer("after-death", faultyResource, 1))
 	cn.waitRefused(t, "after-death")
 	if got := cn.faultyDevicesOf(t, holder.Name); len(got) != 1 || got[0] != held[0] {
 		t.Errorf("after its plugin died the holder holds %v, want %v", got, held)
@@ -334,9 +319,9 @@ func TestDevicePluginGoneAfterGracePeriod(t *testing.T) {
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
 	p := startFaultyPlugin(t, cn.devicePluginDir(), "faulty.sock", faultyDevices(true, "d1", "d2")...)
-	cn.waitFaultyResource(t, 2, 2)
+	cn.waitExtendedResource(t, faultyResource, 2, 2)
 	p.kill()
-	cn.waitFaultyResource(t, 2, 0)
+	cn.waitExtendedResource(t, faultyResource, 2, 0)
 	waitFor(t, 7*time.Minute, "the Node's capacity of the gone plugin's resource at zero", func() (bool, error) {
 		n, err := cn.admin.CoreV1().Nodes().Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
 		if err != nil {

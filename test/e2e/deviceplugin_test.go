@@ -58,10 +58,10 @@ func devicePluginSample(t *testing.T, cn *clusterNode, dpDir string) {
 	t.Helper()
 	plugin := cn.runPluginDaemonSet(t, samplePluginPod(t, dpDir))
 	useSampleDeviceFiles(t)
-	cn.waitNodeResource(t, 2, 2)
+	cn.waitExtendedResource(t, sampleResource, 2, 2)
 	pr := cn.podResources(t)
 
-	scheduled := deviceConsumer("consumer", 1)
+	scheduled := deviceConsumer("consumer", sampleResource, 1)
 	scheduled.Spec.NodeName = ""
 	scheduled.Spec.NodeSelector = map[string]string{v1.LabelHostname: cn.hostname()}
 	tolerateUpstream(&scheduled.Spec)
@@ -73,7 +73,7 @@ func devicePluginSample(t *testing.T, cn *clusterNode, dpDir string) {
 	}
 	cid := cn.containerSees(t, consumer, "/tmp/"+held[0])
 
-	cn.createPod(t, deviceConsumer("too-many", 3))
+	cn.createPod(t, deviceConsumer("too-many", sampleResource, 3))
 	refused := cn.waitPod(t, cn.ns, "too-many", 30*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	if refused.Status.Reason != "UnexpectedAdmissionError" || !strings.Contains(refused.Status.Message, "requested number of devices unavailable for "+sampleResource) {
 		t.Errorf("a pod asking for 3 devices: %s %q, want UnexpectedAdmissionError for the devices", refused.Status.Reason, refused.Status.Message)
@@ -99,11 +99,11 @@ func devicePluginSample(t *testing.T, cn *clusterNode, dpDir string) {
 	if got := cn.devicesOf(t, pr, consumer.Name); !slices.Equal(got, held) {
 		t.Errorf("after the restart the consumer holds %v, want %v", got, held)
 	}
-	cn.createPod(t, deviceConsumer("both", 2))
+	cn.createPod(t, deviceConsumer("both", sampleResource, 2))
 	if p := cn.waitPod(t, cn.ns, "both", 30*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }); p.Status.Reason != "UnexpectedAdmissionError" {
 		t.Errorf("after the restart a pod asking for both devices: %s %q, want refused", p.Status.Reason, p.Status.Message)
 	}
-	other := cn.createPod(t, deviceConsumer("other", 1))
+	other := cn.createPod(t, deviceConsumer("other", sampleResource, 1))
 	cn.waitPod(t, cn.ns, other.Name, 60*time.Second, "running", isRunning)
 	if got := cn.devicesOf(t, pr, other.Name); len(got) != 1 || got[0] == held[0] {
 		t.Errorf("the second consumer got %v, the first holds %v", got, held)
@@ -118,7 +118,7 @@ func devicePluginSample(t *testing.T, cn *clusterNode, dpDir string) {
 		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), other.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	last := cn.createPod(t, deviceConsumer("last", 1))
+	last := cn.createPod(t, deviceConsumer("last", sampleResource, 1))
 	cn.waitPod(t, cn.ns, last.Name, 60*time.Second, "running", isRunning)
 	if got := cn.devicesOf(t, pr, last.Name); len(got) != 1 || got[0] == held[0] {
 		t.Errorf("after the plugin restart a new consumer got %v, the first holds %v", got, held)
@@ -221,18 +221,11 @@ func (cn *clusterNode) runPluginDaemonSet(t *testing.T, p *v1.Pod) *v1.Pod {
 	return pod
 }
 
-// deviceConsumer is a sleeping pod asking for n of the sample's devices.
-func deviceConsumer(name string, n int64) *v1.Pod {
+// deviceConsumer is a sleeping pod asking for n devices of res.
+func deviceConsumer(name string, res v1.ResourceName, n int64) *v1.Pod {
 	p := busyboxPod(name, sleeper)
-	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{sampleResource: *resource.NewQuantity(n, resource.DecimalSI)}
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{res: *resource.NewQuantity(n, resource.DecimalSI)}
 	return p
-}
-
-// waitNodeResource waits for the Node's capacity and allocatable of the
-// sample's resource.
-func (cn *clusterNode) waitNodeResource(t *testing.T, capacity, allocatable int64) {
-	t.Helper()
-	cn.waitExtendedResource(t, sampleResource, capacity, allocatable)
 }
 
 // waitExtendedResource waits for the Node's capacity and allocatable of

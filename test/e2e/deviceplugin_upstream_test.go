@@ -55,7 +55,7 @@ func comparePodResources(t *testing.T, sk, up *clusterNode) {
 	t.Helper()
 	nodes := []*clusterNode{sk, up}
 	for _, cn := range nodes {
-		cn.waitNodeResource(t, 2, 2)
+		cn.waitExtendedResource(t, sampleResource, 2, 2)
 		for _, p := range podResourcesPods() {
 			want, cond := "running", isRunning
 			if p.Name == "refused" {
@@ -137,7 +137,7 @@ func podResourcesPods() []*v1.Pod {
 	sidecar.Spec.InitContainers[0].RestartPolicy = &always
 	sidecar.Spec.InitContainers[0].Resources.Limits = one
 
-	initDev := deviceConsumer("init-dev", 1)
+	initDev := deviceConsumer("init-dev", sampleResource, 1)
 	initDev.Spec.InitContainers = []v1.Container{initDev.Spec.Containers[0]}
 	initDev.Spec.InitContainers[0].Name = "init"
 	initDev.Spec.InitContainers[0].Command = []string{"true"}
@@ -147,7 +147,7 @@ func podResourcesPods() []*v1.Pod {
 	second.Name = "second"
 	plain.Spec.Containers = append(plain.Spec.Containers, second)
 
-	return []*v1.Pod{sidecar, initDev, plain, deviceConsumer("refused", 1)}
+	return []*v1.Pod{sidecar, initDev, plain, deviceConsumer("refused", sampleResource, 1)}
 }
 
 // normalizeList keeps the pods of namespace ns, sorted by name, with the
