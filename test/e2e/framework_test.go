@@ -164,6 +164,9 @@ func (n *node) runtimeEndpoint() string {
 func newNode(t *testing.T) *node {
 	t.Helper()
 	checkGroup(t, true)
+	if parallelOnly() {
+		t.Skip("a serial test: SKIFF_E2E_GROUP=parallel runs the parallel group only")
+	}
 	if sharedStarted.Load() {
 		t.Fatal("newNode in the parallel phase: a Skiff of its own would remove the shared node's pods as orphans; " +
 			"a test with its own Skiff must not call t.Parallel (or must use newPrivateNode)")

@@ -28,6 +28,12 @@ var quietLongTests sync.Map // test name -> true
 
 func inLongGroup() bool { return os.Getenv(groupEnv) == "long" }
 
+// parallelOnly says the process runs the parallel group alone
+// (SKIFF_E2E_GROUP=parallel): the tests on shared and private nodes,
+// without the serial tests on the dev containerd and the long quiet ones,
+// so that the group can be run many times over (-count) to find flakes.
+func parallelOnly() bool { return os.Getenv(groupEnv) == "parallel" }
+
 func init() {
 	if inLongGroup() {
 		privateSeq.Store(longFirstID - 1)
@@ -39,6 +45,9 @@ func init() {
 // (newPrivateNode, newPrivateClusterNode, newDiskNode).
 func quietLong(t *testing.T) {
 	t.Helper()
+	if parallelOnly() {
+		t.Skip("a long quiet test: SKIFF_E2E_GROUP=parallel runs the parallel group only")
+	}
 	quietLongTests.Store(t.Name(), true)
 }
 
@@ -59,14 +68,35 @@ func checkGroup(t *testing.T, devRuntime bool) {
 }
 
 // nextPrivateID is the number of a new private runtime or disk node, in
-// this process's range.
+// this process's range. Numbers are handed out in order; once the range
+// is used up (a run with -count), a number whose test has ended and whose
+// node is gone is handed out again, the longest free first.
 func nextPrivateID(t *testing.T) int32 {
 	t.Helper()
 	n := privateSeq.Add(1)
 	if first, last := idRange(); n > last {
-		t.Fatalf("more than %d private runtimes in this test process: their subnets would run out", last-first+1)
+		freeIDs.mu.Lock()
+		if len(freeIDs.ids) == 0 {
+			freeIDs.mu.Unlock()
+			t.Fatalf("more than %d private runtimes at once in this test process: their subnets would run out", last-first+1)
+		}
+		n, freeIDs.ids = freeIDs.ids[0], freeIDs.ids[1:]
+		freeIDs.mu.Unlock()
 	}
+	// The first cleanup registered runs last: after the node's and the
+	// runtime's own.
+	t.Cleanup(func() {
+		freeIDs.mu.Lock()
+		freeIDs.ids = append(freeIDs.ids, n)
+		freeIDs.mu.Unlock()
+	})
 	return n
+}
+
+// freeIDs are the numbers of private nodes whose tests have ended.
+var freeIDs struct {
+	mu  sync.Mutex
+	ids []int32
 }
 
 func idRange() (first, last int32) {
