@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/atomicfile"
 )
 
 const etcHosts = "/etc/hosts"
@@ -49,11 +51,10 @@ func (m *Manager) writeHostsFile(pod *v1.Pod, ips []string) (string, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b.Bytes()) {
 		return path, nil
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(path, b.Bytes(), 0o644); err != nil {
 		return "", fmt.Errorf("write hosts file: %w", err)
 	}
-	return path, os.Rename(tmp, path)
+	return path, nil
 }
 
 // hostsMount mounts the managed hosts file unless the container mounts its

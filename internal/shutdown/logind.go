@@ -2,7 +2,6 @@ package shutdown
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/skiff-sh/skiff/internal/atomicfile"
 )
 
 // logind's and systemd's names on the system bus.
@@ -142,12 +143,8 @@ func writeDropIn(dir string, d time.Duration) error {
 	}
 	content := fmt.Sprintf("# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=%.0f\n", d.Seconds())
 	path := filepath.Join(dir, logindDropIn)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+	if err := atomicfile.Write(path, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write logind drop-in: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(fmt.Errorf("write logind drop-in: %w", err), os.Remove(tmp))
 	}
 	return nil
 }
