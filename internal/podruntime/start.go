@@ -19,12 +19,14 @@ import (
 // container waits in s.res and returns whether it started.
 func (m *Manager) startContainer(ctx context.Context, s *podSync, c *v1.Container, prev *container.ContainerStatus) bool {
 	pod := s.pod
-	restartCount := 0
+	var restartCount int
 	if prev != nil {
 		restartCount = prev.RestartCount + 1
 		if prev.State != container.StateRunning && m.backingOff(s, c, prev) {
 			return false
 		}
+	} else {
+		restartCount = restartCountFromLogs(filepath.Join(s.sandboxCfg.LogDirectory, c.Name))
 	}
 	began := m.cfg.Clock.Now()
 	imageRef, cerr := m.ensureImage(ctx, pod, c.Image, c.ImagePullPolicy, s.sandboxCfg)

@@ -3,6 +3,8 @@ package podruntime
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -373,5 +375,34 @@ func TestUnusableSandboxRollbackErrorsAreJoined(t *testing.T) {
 	// The next sync removes nothing more and makes a working sandbox.
 	if res := f.sync(); res.Err != nil || !res.Started {
 		t.Fatalf("second sync: err=%v started=%v", res.Err, res.Started)
+	}
+}
+
+// A runtime that lost every instance of a container (a wiped root) does
+// not start its count again at 0: the log directory says how far it got.
+func TestRestartCountFromLogsWhenTheRuntimeForgot(t *testing.T) {
+	f := newFixture(t, v1.RestartPolicyAlways)
+	dir := filepath.Join(PodLogsDir(f.m.cfg.PodLogsDir, "ns", "p", "uid-1"), "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"0.log", "4.log.20261127-101010.gz", "2.log", "notes.txt", "x.log", "7.logs"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "9.log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	app := f.status().FindContainer("app")
+	if app == nil || app.RestartCount != 5 {
+		t.Fatalf("app container: %+v, want restart count 5", app)
+	}
+	f.rt.Lock()
+	cfg := f.rt.Containers[app.ID]
+	f.rt.Unlock()
+	if cfg.Metadata.Attempt != 5 {
+		t.Errorf("attempt %d, want 5", cfg.Metadata.Attempt)
 	}
 }
