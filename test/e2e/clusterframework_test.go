@@ -224,6 +224,13 @@ func (cn *clusterNode) getPod(t *testing.T, name string) *v1.Pod {
 func (cn *clusterNode) waitPod(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(*v1.Pod) bool) *v1.Pod {
 	t.Helper()
 	var got *v1.Pod
+	met := false
+	defer func() {
+		// waitFor's Fatalf ends the test here: say where the pod was.
+		if !met && got != nil {
+			t.Logf("pod %s/%s when the wait ended: %s", ns, name, podSummary(got))
+		}
+	}()
 	waitFor(t, timeout, fmt.Sprintf("pod %s/%s: %s", ns, name, what), func() (bool, error) {
 		p, err := cn.admin.CoreV1().Pods(ns).Get(cn.ctx(), name, metav1.GetOptions{})
 		if err != nil {
@@ -232,7 +239,37 @@ func (cn *clusterNode) waitPod(t *testing.T, ns, name string, timeout time.Durat
 		got = p
 		return cond(p), nil
 	})
+	met = true
 	return got
+}
+
+// podSummary is a pod's phase, conditions and container states, to show
+// a failed wait's last sight of it.
+func podSummary(p *v1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %s", p.Status.Phase)
+	if p.Status.Reason != "" {
+		fmt.Fprintf(&b, " (%s: %s)", p.Status.Reason, p.Status.Message)
+	}
+	for _, c := range p.Status.Conditions {
+		fmt.Fprintf(&b, "; %s=%s", c.Type, c.Status)
+		if c.Reason != "" {
+			fmt.Fprintf(&b, " %s", c.Reason)
+		}
+	}
+	statuses := append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, c := range statuses {
+		fmt.Fprintf(&b, "; container %s restarts %d", c.Name, c.RestartCount)
+		switch st := c.State; {
+		case st.Waiting != nil:
+			fmt.Fprintf(&b, " waiting %s: %s", st.Waiting.Reason, st.Waiting.Message)
+		case st.Running != nil:
+			b.WriteString(" running")
+		case st.Terminated != nil:
+			fmt.Fprintf(&b, " terminated %s exit %d: %s", st.Terminated.Reason, st.Terminated.ExitCode, st.Terminated.Message)
+		}
+	}
+	return b.String()
 }
 
 func isReady(p *v1.Pod) bool {
