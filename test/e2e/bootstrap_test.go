@@ -55,11 +55,9 @@ func appendNodeConfig(t *testing.T, n *node, extra string) {
 	if extra == "" {
 		return
 	}
-	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
+	b, err := os.ReadFile(n.config)
 	must(t, err)
-	_, err = f.WriteString(extra)
-	must(t, err)
-	must(t, f.Close())
+	must(t, os.WriteFile(n.config, []byte(mergeConfig(string(b), extra)), 0o644))
 }
 
 func (bn *bootstrapNode) pkiPath(name string) string { return filepath.Join(bn.root, "pki", name) }

@@ -163,14 +163,7 @@ func (n *node) runtimeEndpoint() string {
 // Cleanup removes its pods. Its test runs alone (not in parallel).
 func newNode(t *testing.T) *node {
 	t.Helper()
-	checkGroup(t, true)
-	if parallelOnly() {
-		t.Skip("a serial test: SKIFF_E2E_GROUP=parallel runs the parallel group only")
-	}
-	if sharedStarted.Load() {
-		t.Fatal("newNode in the parallel phase: a Skiff of its own would remove the shared node's pods as orphans; " +
-			"a test with its own Skiff must not call t.Parallel (or must use newPrivateNode)")
-	}
+	serialOnDevRuntime(t)
 	removeTestPods() // start from a clean runtime
 	n := prepareNode(t, e2eCgroupRoot)
 	t.Cleanup(func() {
@@ -179,6 +172,21 @@ func newNode(t *testing.T) *node {
 		removeE2ECgroups(t)
 	})
 	return n
+}
+
+// serialOnDevRuntime opens a test that runs a kubelet of its own on the
+// dev containerd: such a test runs before the parallel ones, never beside
+// the shared node, whose pods its kubelet would remove as orphans.
+func serialOnDevRuntime(t *testing.T) {
+	t.Helper()
+	checkGroup(t, true)
+	if parallelOnly() {
+		t.Skip("a serial test: SKIFF_E2E_GROUP=parallel runs the parallel group only")
+	}
+	if sharedStarted.Load() {
+		t.Fatal("a kubelet on the dev containerd in the parallel phase would remove the shared node's pods as orphans; " +
+			"a test with its own Skiff must not call t.Parallel (or must use newPrivateNode)")
+	}
 }
 
 // newPrivateNode prepares (but does not start) a Skiff on a private
@@ -228,7 +236,7 @@ func prepareNode(t *testing.T, cgroupRoot string) *node {
 }
 
 // kubeletConfig is the node's KubeletConfiguration: its ports, its
-// cgroup root and the kubelet API's auth.
+// cgroup root, the kubelet API's auth and hostDiskConfig.
 func (n *node) kubeletConfig(cgroupRoot, auth string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -238,7 +246,47 @@ healthzPort: %d
 fileCheckFrequency: 2s
 podCIDR: 10.88.0.0/16
 cgroupRoot: %s
-%s`, n.port, n.apiPort, n.healthzPort, cgroupRoot, auth)
+%s%s`, n.port, n.apiPort, n.healthzPort, cgroupRoot, hostDiskConfig, auth)
+}
+
+// hostDiskConfig keeps a node whose runtime keeps its images on the
+// machine's own disk from collecting them or evicting pods because that
+// disk is fuller than the defaults allow (a developer's machine often
+// is): the suite's images are imported, not pullable, and other tests'
+// pods are not its to evict. Tests of image GC and eviction set their
+// own thresholds, which replace these lines (appendConfig), on disk
+// nodes of their own (which drop them).
+const hostDiskConfig = `imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+`
+
+// mergeConfig is base with extra appended; a line of hostDiskConfig
+// whose key extra sets again is left out, so that no key is set twice.
+func mergeConfig(base, extra string) string {
+	set := map[string]bool{}
+	for _, line := range strings.Split(extra, "\n") {
+		if k, _, ok := strings.Cut(line, ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
+			set[k] = true
+		}
+	}
+	own := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(hostDiskConfig), "\n") {
+		own[line] = true
+	}
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(base, "\n") {
+		k, _, _ := strings.Cut(line, ":")
+		if own[strings.TrimSuffix(line, "\n")] && set[k] {
+			continue
+		}
+		b.WriteString(line)
+	}
+	if s := b.String(); s != "" && !strings.HasSuffix(s, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString(extra)
+	return b.String()
 }
 
 // standaloneAuth is the kubelet API's configuration of a node without

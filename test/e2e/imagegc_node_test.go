@@ -121,6 +121,10 @@ func newDiskNode(t *testing.T, sizeMiB int) *diskNode {
 	cgroupRoot := fmt.Sprintf("/skiff-e2e-disk%d", id)
 	n := prepareNode(t, cgroupRoot)
 	n.name, n.endpoint = fmt.Sprintf("%s-%d", nodeName, id), "unix://"+dn.sock
+	// The node's images are on a disk of its own: the defaults apply.
+	b, err := os.ReadFile(n.config)
+	must(t, err)
+	must(t, os.WriteFile(n.config, []byte(strings.Replace(string(b), hostDiskConfig, "", 1)), 0o644))
 	c := getCluster(t)
 	t.Cleanup(func() {
 		removeCgroups(t, cgroupRoot)

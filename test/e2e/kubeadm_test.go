@@ -57,6 +57,7 @@ func kubeadm(t *testing.T, binDir string, args ...string) string {
 // prepared with kubeadm's own init phases, `kubeadm join` runs with Skiff
 // as `kubelet` on PATH, started the way kubeadm's systemd unit starts it.
 func TestKubeadmJoin(t *testing.T) {
+	serialOnDevRuntime(t)
 	c := getCluster(t)
 	claimKubeadmPaths(t)
 	removeTestPods()

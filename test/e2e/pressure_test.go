@@ -18,11 +18,7 @@ import (
 // appendConfig adds lines to the node's KubeletConfiguration.
 func (n *node) appendConfig(yaml string) {
 	n.t.Helper()
-	f, err := os.OpenFile(n.config, os.O_APPEND|os.O_WRONLY, 0)
-	must(n.t, err)
-	defer f.Close()
-	_, err = f.WriteString(yaml)
-	must(n.t, err)
+	appendNodeConfig(n.t, n, yaml)
 }
 
 // nodeCondition is the status of one of the node's conditions, "" if absent.
