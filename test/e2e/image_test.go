@@ -220,15 +220,13 @@ func TestImagePullSecrets(t *testing.T) {
 		if !strings.Contains(cs.ImageID, "/e2e/busybox@") || !strings.HasSuffix(cs.ImageID, "@"+digest) {
 			t.Errorf("%s: status imageID %q, want a repo digest ...@%s", name, cs.ImageID, digest)
 		}
-		evs := cn.podEvents(t, "pull-"+name)
+		// Events are posted apart from the status, and may come after it.
 		for _, want := range [][2]string{
 			{"FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (missing)"},
 			{"Pulling", fmt.Sprintf("Pulling image %q", image)},
 			{"Pulled", fmt.Sprintf("Successfully pulled image %q in ", image)},
 		} {
-			if !hasEvent(evs, want[0], want[1]) {
-				t.Errorf("%s: no event %s %q in %v", name, want[0], want[1], eventLines(evs))
-			}
+			cn.waitPodEvent(t, "pull-"+name, want[0], want[1], 30*time.Second)
 		}
 	}
 }
