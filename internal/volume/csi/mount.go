@@ -48,6 +48,10 @@ type Volume struct {
 // publishing) and with its paths and volume context. vol_data.json
 // is written first, so a restarted Skiff can undo what a crash left.
 func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
+	// Pods from files and URLs reach here unvalidated.
+	if err := validDriverName(vol.Driver); err != nil {
+		return "", fmt.Errorf("refused: %w", err)
+	}
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
 	target := filepath.Join(dir, publishTarget)
 	// Published before Skiff restarted: the driver need not be asked,
@@ -110,13 +114,12 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 }
 
 // stage stages the volume once per node, if the driver stages volumes.
-// A volume staged before (its vol_data.json is there) is not staged
-// again, and the driver is not asked, as upstream skips a device it
-// knows mounted.
+// A volume this process staged is not staged again, and the driver is
+// not asked, as upstream skips a device it knows mounted (staged.go).
 func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.Pod) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
-	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); ok || err != nil {
-		return err
+	if d.isStaged(vol.Driver, vol.Handle) {
+		return nil
 	}
 	stages, err := c.stagesVolumes(ctx)
 	if err != nil || !stages {
@@ -142,6 +145,7 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.
 		}
 		return err
 	}
+	d.markStaged(vol.Driver, vol.Handle, true)
 	klog.V(2).InfoS("Staged CSI volume", "driver", vol.Driver, "handle", vol.Handle, "path", staging)
 	return nil
 }
