@@ -35,6 +35,10 @@ type Config struct {
 	// Registered is called after a driver registered, so that volumes
 	// waiting for it are retried at once; may be nil.
 	Registered func(driver string)
+	// Tokens gives the service account tokens a CSIDriver's
+	// tokenRequests ask for; nil standalone, where such a driver's
+	// volumes fail.
+	Tokens TokenSource
 }
 
 // Drivers is the registry of CSI drivers on this node.

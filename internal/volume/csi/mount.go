@@ -54,9 +54,11 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	}
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
 	target := filepath.Join(dir, publishTarget)
-	// Published before Skiff restarted: the driver need not be asked,
-	// nor even be registered yet.
-	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+	// Published before (or before Skiff restarted): the driver need not
+	// be asked, nor even be registered yet, unless it wants every sync
+	// to publish again.
+	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) &&
+		!d.republishNow(ctx, vol.Driver) {
 		return target, nil
 	}
 	c, err := d.client(vol.Driver)
@@ -92,6 +94,10 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 			staging = d.stagingPath(vol.Driver, vol.Handle)
 		}
 	}
+	volCtx, err := d.withTokens(ctx, pod, policy.tokenRequests, volumeContext(vol, pod, policy.podInfoOnMount, mode))
+	if err != nil {
+		return "", err
+	}
 	if err := d.root().writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
@@ -99,7 +105,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	req := &csipb.NodePublishVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, TargetPath: target, Readonly: vol.ReadOnly,
 		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
-		VolumeContext: volumeContext(vol, pod, policy.podInfoOnMount, mode),
+		VolumeContext: volCtx,
 	}
 	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
@@ -155,6 +161,8 @@ type driverPolicy struct {
 	attachRequired, podInfoOnMount bool
 	fsGroupPolicy                  storagev1.FSGroupPolicy
 	modes                          []storagev1.VolumeLifecycleMode
+	tokenRequests                  []storagev1.TokenRequest
+	requiresRepublish              bool
 }
 
 // policy reads the driver's CSIDriver; without one, upstream's defaults:
@@ -177,6 +185,8 @@ func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error)
 	if fp := ptr.Deref(obj.Spec.FSGroupPolicy, ""); fp != "" {
 		p.fsGroupPolicy = fp
 	}
+	p.tokenRequests = obj.Spec.TokenRequests
+	p.requiresRepublish = ptr.Deref(obj.Spec.RequiresRepublish, false)
 	if len(obj.Spec.VolumeLifecycleModes) > 0 {
 		p.modes = obj.Spec.VolumeLifecycleModes
 	}
