@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/pluginwatcher"
+	"github.com/skiff-sh/skiff/internal/volume/mountinfo"
 	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
@@ -149,5 +152,27 @@ func TestRequiresRepublishPublishesAgain(t *testing.T) {
 		if _, err := unregistered.SetUp(context.Background(), pod, f.podDir(pod), vol); err != nil || len(f.srv.calls()) != before {
 			t.Errorf("requiresRepublish %v, driver not registered: %v, calls %v", republish, err, f.srv.calls()[before:])
 		}
+	}
+}
+
+// A republish whose fsGroup cannot be applied fails, and leaves the
+// volume published: the pod's containers use it.
+func TestFailedRepublishLeavesTheVolumePublished(t *testing.T) {
+	spec := *hostpathLike
+	spec.RequiresRepublish = ptr.To(true)
+	spec.FSGroupPolicy = ptr.To(storagev1.FileFSGroupPolicy)
+	f := newFixture(t, &spec)
+	pod := testPod("fg")
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](3456)}
+	vol := Volume{SpecName: "pv-g", Driver: testDriver, Handle: "vol-g", AccessMode: v1.ReadWriteOnce}
+	target, err := f.d.SetUp(context.Background(), pod, f.podDir(pod), vol)
+	must(t, err)
+	// A tree deeper than the walk goes: applying the group fails.
+	must(t, os.MkdirAll(filepath.Join(f.srv.data, strings.Repeat("d/", 600)), 0o750))
+	if _, err := f.d.SetUp(context.Background(), pod, f.podDir(pod), vol); err == nil || !strings.Contains(err.Error(), "applyFSGroup failed") {
+		t.Fatalf("republish of a tree too deep: %v", err)
+	}
+	if !mountinfo.IsMountPoint(target) || count(f.srv.calls(), "NodeUnpublishVolume") != 0 {
+		t.Errorf("a failed republish unpublished the volume: mounted %v, calls %v", mountinfo.IsMountPoint(target), f.srv.calls())
 	}
 }
