@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -166,10 +165,10 @@ func TestCSIDriverHangs(t *testing.T) {
 	n.signalDriver(t, syscall.SIGSTOP)
 	n.createPod(t, inlinePod("first", n.driver))
 	n.createPod(t, inlinePod("second", n.driver))
-	n.createPod(t, busyboxPod("plain", "true"))
-	n.waitPod(t, n.ns, "plain", 60*time.Second, "a pod without CSI running while the driver hangs", func(p *v1.Pod) bool {
-		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodRunning
-	})
+	plain := busyboxPod("plain", "true")
+	plain.Spec.RestartPolicy = v1.RestartPolicyNever
+	n.createPod(t, plain)
+	n.waitPod(t, n.ns, "plain", 60*time.Second, "a pod without CSI done while the driver hangs", succeeded)
 	for _, name := range []string{"first", "second"} {
 		n.waitPod(t, n.ns, name, 10*time.Second, "ContainerCreating while the driver hangs", waitingCreating)
 	}
@@ -182,32 +181,21 @@ func TestCSIDriverHangs(t *testing.T) {
 	}
 }
 
-// A driver that returns errors (its state directory read-only, so it
-// cannot record a stage): the pod waits with FailedMount events carrying
-// the driver's own message, and runs once the cause goes.
+// A driver that returns errors (the directory of the volume's data moved
+// away, so its bind mount fails): the pod waits with FailedMount events
+// carrying the driver's own message, and runs once the cause goes.
 func TestCSIDriverReturnsErrors(t *testing.T) {
 	n := newCSINode(t, true)
 	volID, pod := n.csiClaimPod(t, "data", "echo ok > /data/f")
-	state := filepath.Join(n.dir, "state")
-	must(t, exec.Command("mount", "--bind", state, state).Run())
-	unmounted := false
-	unmount := func() {
-		if !unmounted {
-			unmounted = true
-			must(t, exec.Command("umount", state).Run())
-		}
-	}
-	t.Cleanup(unmount)
-	if out, err := exec.Command("mount", "-o", "remount,bind,ro", state).CombinedOutput(); err != nil {
-		t.Fatalf("remount read-only: %v: %s", err, out)
-	}
+	data := filepath.Join(n.dir, "state", volID)
+	must(t, os.Rename(data, data+".away"))
 	n.createPod(t, pod)
-	n.waitPodEvent(t, "data", "FailedMount", "read-only file system", 60*time.Second)
+	n.waitPodEvent(t, "data", "FailedMount", "failed to mount device: "+data, 60*time.Second)
 	n.waitPod(t, n.ns, "data", 10*time.Second, "ContainerCreating while the driver fails", waitingCreating)
-	unmount()
-	n.waitPod(t, n.ns, "data", 90*time.Second, "Succeeded once the driver can write", succeeded)
-	if got := n.staged(t)[volID]; len(got) != 1 {
-		t.Errorf("the driver has the volume staged at %v, want one path", got)
+	must(t, os.Rename(data+".away", data))
+	n.waitPod(t, n.ns, "data", 90*time.Second, "Succeeded once the driver finds the volume", succeeded)
+	if b, err := os.ReadFile(filepath.Join(data, "f")); err != nil || string(b) != "ok\n" {
+		t.Errorf("the pod's write on the driver's storage: %q, %v", b, err)
 	}
 	n.settled(t, "data", volID)
 }
