@@ -352,3 +352,28 @@ func TestCSIBadNamesAndHandlesWriteNothingOutside(t *testing.T) {
 		}
 	}
 }
+
+// Skiff and the driver both killed while the driver is inside
+// NodeStageVolume, so that the stage never happened; both started
+// again: the staging directory Skiff left says only that a stage
+// began, so the restarted Skiff stages the volume before publishing it
+// (the driver refuses to publish a volume it has not staged), the pod
+// runs, and after it nothing is left mounted or staged.
+func TestSkiffAndDriverKilledMidStage(t *testing.T) {
+	n := newCSINode(t, true)
+	volID, pod := n.csiClaimPod(t, "data", "echo ok > /data/f")
+	_, restore := n.createPodHeldInStage(t, pod)
+	must(t, n.cmd.Process.Kill())
+	<-n.exited
+	n.cmd = nil
+	n.restartDriverAfter(t, restore)
+	if got := n.staged(t)[volID]; len(got) != 0 {
+		t.Fatalf("the restarted driver has the volume staged at %v, want nowhere", got)
+	}
+	n.start()
+	n.waitPod(t, n.ns, "data", 90*time.Second, "Succeeded after both restarts", succeeded)
+	if got := n.staged(t)[volID]; len(got) != 1 {
+		t.Errorf("the driver has the volume staged at %v, want one path", got)
+	}
+	n.settled(t, "data", volID)
+}
