@@ -45,14 +45,23 @@ func (h volumesHook) Teardown(ctx context.Context, ref container.PodRef) error {
 	return h.volumes.TearDownPod(ctx, ref.UID)
 }
 
+// newTokens is the one cache of service account tokens, for projected
+// volumes and CSI drivers alike, as upstream's; nil standalone.
+func newTokens(client kube.Interface) *payload.TokenManager {
+	if client == nil {
+		return nil
+	}
+	return payload.New(client.CoreV1(), nil)
+}
+
 // newVolumes makes the volume types and the volume manager over them:
 // with an apiserver they read ConfigMaps, Secrets, service account
 // tokens, claims and PersistentVolumes from it.
-func (k *Kubelet) newVolumes(client kube.Interface, csiDrivers volume.CSI) (*volume.Manager, *volumemanager.Manager) {
+func (k *Kubelet) newVolumes(client kube.Interface, csiDrivers volume.CSI, tokens *payload.TokenManager) (*volume.Manager, *volumemanager.Manager) {
 	vc := volume.Config{RootDir: k.cfg.RootDir, NodeAllocatable: k.allocatable, CSI: csiDrivers}
 	if client != nil {
 		vc.Client = client
-		vc.Tokens = payload.New(client.CoreV1(), nil)
+		vc.Tokens = tokens
 		vc.Node = k.cluster.node
 	}
 	vols := volume.New(vc)

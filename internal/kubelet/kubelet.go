@@ -193,8 +193,9 @@ func New(d Deps) (*Kubelet, error) {
 		return nil, err
 	}
 	k.startup = newStartupTracker(cfg, k.recorder, d.Clock)
-	csiDrivers := k.newCSIDrivers(d.Client)
-	k.volumes, k.volumeManager = k.newVolumes(d.Client, csiDrivers)
+	tokens := newTokens(d.Client)
+	csiDrivers := k.newCSIDrivers(d.Client, tokens)
+	k.volumes, k.volumeManager = k.newVolumes(d.Client, csiDrivers, tokens)
 	k.plugins = k.newPlugins(csiDrivers, draDrivers)
 	k.prober = prober.New(prober.Config{Runtime: d.CRI.Runtime, Statuses: k.statuses, Recorder: k.recorder, Clock: d.Clock,
 		Metrics: cfg.Metrics})

@@ -11,17 +11,19 @@ import (
 	"github.com/skiff-sh/skiff/internal/kube"
 	"github.com/skiff-sh/skiff/internal/pluginwatcher"
 	"github.com/skiff-sh/skiff/internal/volume/csi"
+	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
 // newCSIDrivers makes the registry of CSI drivers, which publishes their
 // node information through the apiserver when there is one.
-func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
+func (k *Kubelet) newCSIDrivers(client kube.Interface, tokens *payload.TokenManager) *csi.Drivers {
 	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir,
 		// Volumes that waited for a driver need not wait out their back-off.
 		Registered: func(string) { k.volumeManager.RetryNow() }}
 	if client != nil {
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
 		cc.CSIDrivers = client.StorageV1().CSIDrivers()
+		cc.Tokens = tokens
 	}
 	return csi.New(cc)
 }

@@ -14,6 +14,7 @@ import (
 // (*csi.Drivers).
 type CSI interface {
 	SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol csi.Volume) (string, error)
+	RequiresRepublish(ctx context.Context, driver string) bool
 	TearDownPod(ctx context.Context, podDir string) error
 }
 
@@ -65,7 +66,7 @@ func (m *Manager) setUpCSI(ctx context.Context, pod *v1.Pod, cv csi.Volume) (Mou
 	if err != nil {
 		return Mounted{}, err
 	}
-	return Mounted{HostPath: target, ReadOnly: cv.ReadOnly}, nil
+	return Mounted{HostPath: target, ReadOnly: cv.ReadOnly, Remount: m.cfg.CSI.RequiresRepublish(ctx, cv.Driver)}, nil
 }
 
 func (m *Manager) csiSecretRef(ctx context.Context, pod *v1.Pod, ref *v1.SecretReference) (map[string]string, error) {

@@ -27,6 +27,9 @@ import (
 type Mounted struct {
 	HostPath string
 	ReadOnly bool // the volume itself is read-only, whatever the mount says
+	// Remount asks for the volume to be set up again on every sync of
+	// its pod, while it stays usable (a CSI driver's requiresRepublish).
+	Remount bool
 }
 
 // Client is what volumes read from the apiserver: ConfigMaps and Secrets

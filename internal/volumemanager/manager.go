@@ -6,8 +6,10 @@
 //   - the actual state of the world: the volumes that are set up, and
 //     where they are on the host.
 //   - the reconciler (Run): one goroutine that starts a setup operation
-//     for each desired volume the actual state lacks, and again for each
-//     volume whose content follows API objects on every sync of its pod.
+//     for each desired volume the actual state lacks, and again on every
+//     sync of its pod for each volume whose content follows API objects
+//     or whose setup asked for it (Mounted.Remount: a CSI driver's
+//     requiresRepublish).
 //     At most one operation runs per volume, each in a goroutine of its
 //     own with a deadline; a failed one is retried with exponential
 //     back-off (0.5 s doubling to 2 min 2 s, as upstream) and reported as
@@ -124,13 +126,13 @@ func New(cfg Config) *Manager {
 
 // WaitForMount adds the pod to the desired state (its latest spec) and
 // waits until every volume of it is set up, returning them by name. A
-// volume whose content follows API objects is set up again, without
-// waiting for it. The error names the volumes still missing and why.
+// volume whose content follows API objects, or that asked for remounts,
+// is set up again, without waiting for it. The error names the volumes still missing and why.
 func (m *Manager) WaitForMount(ctx context.Context, pod *v1.Pod) (map[string]volume.Mounted, error) {
 	m.mu.Lock()
 	m.desired[pod.UID] = pod
 	for i := range pod.Spec.Volumes {
-		if a := m.actual[volKey{pod.UID, pod.Spec.Volumes[i].Name}]; a != nil && volume.Refreshed(&pod.Spec.Volumes[i]) {
+		if a := m.actual[volKey{pod.UID, pod.Spec.Volumes[i].Name}]; a != nil && (a.mounted.Remount || volume.Refreshed(&pod.Spec.Volumes[i])) {
 			a.refresh = true
 		}
 	}

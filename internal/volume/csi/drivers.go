@@ -35,6 +35,10 @@ type Config struct {
 	// Registered is called after a driver registered, so that volumes
 	// waiting for it are retried at once; may be nil.
 	Registered func(driver string)
+	// Tokens gives the service account tokens a CSIDriver's
+	// tokenRequests ask for; nil standalone, where such a driver's
+	// volumes fail.
+	Tokens TokenSource
 }
 
 // Drivers is the registry of CSI drivers on this node.
@@ -45,6 +49,10 @@ type Drivers struct {
 	mu      sync.Mutex
 	drivers map[string]driver
 	locks   map[string]*volumeLock // by driver and handle
+	// staged are the volumes this process saw NodeStageVolume succeed
+	// for, by driver and handle. A staging directory found on disk is
+	// not enough: Skiff may have died before or during the call.
+	staged map[string]bool
 }
 
 // driver is a registered driver: where its node service listens.
@@ -60,7 +68,7 @@ func New(cfg Config) *Drivers {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = callTimeout
 	}
-	d := &Drivers{cfg: cfg, drivers: map[string]driver{}, locks: map[string]*volumeLock{}}
+	d := &Drivers{cfg: cfg, drivers: map[string]driver{}, locks: map[string]*volumeLock{}, staged: map[string]bool{}}
 	if cfg.Nodes != nil && cfg.CSINodes != nil {
 		d.info = &nodeInfoManager{nodeName: cfg.NodeName, nodes: cfg.Nodes, csiNodes: cfg.CSINodes}
 	}
@@ -177,7 +185,7 @@ type volumeLock struct {
 
 // lock locks the volume and returns its unlock.
 func (d *Drivers) lock(driver, handle string) func() {
-	key := driver + "^" + handle
+	key := volumeKey(driver, handle)
 	d.mu.Lock()
 	l := d.locks[key]
 	if l == nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/volume/fsgroup"
+	"github.com/skiff-sh/skiff/internal/volume/mountinfo"
 )
 
 // The pod's fsGroup reaches a CSI volume in one of two ways, as upstream:
@@ -56,13 +57,15 @@ func mountGroupCapability(ctx context.Context, c *nodeClient, vol Volume, pod *v
 
 // publish publishes the volume and then, if Skiff is the one to apply
 // the pod's fsGroup, applies it; a volume whose group cannot be applied
-// is unpublished again, so that the retry does it all over.
+// is unpublished again, so that the retry does it all over, unless it
+// was published before (a republish): its pod's containers use it.
 func (d *Drivers) publish(ctx context.Context, c *nodeClient, pod *v1.Pod, vol Volume, req *csipb.NodePublishVolumeRequest, policy storagev1.FSGroupPolicy) error {
 	vc, err := mountGroupCapability(ctx, c, vol, pod)
 	if err != nil {
 		return err
 	}
 	req.VolumeCapability = vc
+	republish := mountinfo.IsMountPoint(req.TargetPath)
 	if err := c.publish(ctx, req); err != nil {
 		return err
 	}
@@ -76,6 +79,9 @@ func (d *Drivers) publish(ctx context.Context, c *nodeClient, pod *v1.Pod, vol V
 		return nil
 	}
 	err = fmt.Errorf("applyFSGroup failed for vol %s: %w", vol.Handle, err)
+	if republish {
+		return err
+	}
 	if uerr := c.unpublish(ctx, req.VolumeId, req.TargetPath); uerr != nil {
 		klog.ErrorS(uerr, "Cannot unpublish a volume whose fsGroup failed", "volume", vol.SpecName)
 	}

@@ -48,11 +48,17 @@ type Volume struct {
 // publishing) and with its paths and volume context. vol_data.json
 // is written first, so a restarted Skiff can undo what a crash left.
 func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
+	// Pods from files and URLs reach here unvalidated.
+	if err := validDriverName(vol.Driver); err != nil {
+		return "", fmt.Errorf("refused: %w", err)
+	}
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
 	target := filepath.Join(dir, publishTarget)
-	// Published before Skiff restarted: the driver need not be asked,
-	// nor even be registered yet.
-	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) {
+	// Published before (or before Skiff restarted): the driver need not
+	// be asked, nor even be registered yet, unless it wants every sync
+	// to publish again.
+	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) &&
+		!d.republishNow(ctx, vol.Driver) {
 		return target, nil
 	}
 	c, err := d.client(vol.Driver)
@@ -88,6 +94,10 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 			staging = d.stagingPath(vol.Driver, vol.Handle)
 		}
 	}
+	volCtx, err := d.withTokens(ctx, pod, policy.tokenRequests, volumeContext(vol, pod, policy.podInfoOnMount, mode))
+	if err != nil {
+		return "", err
+	}
 	if err := d.root().writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.Handle, DriverName: vol.Driver,
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
@@ -95,7 +105,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	req := &csipb.NodePublishVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, TargetPath: target, Readonly: vol.ReadOnly,
 		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
-		VolumeContext: volumeContext(vol, pod, policy.podInfoOnMount, mode),
+		VolumeContext: volCtx,
 	}
 	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
@@ -110,13 +120,12 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 }
 
 // stage stages the volume once per node, if the driver stages volumes.
-// A volume staged before (its vol_data.json is there) is not staged
-// again, and the driver is not asked, as upstream skips a device it
-// knows mounted.
+// A volume this process staged is not staged again, and the driver is
+// not asked, as upstream skips a device it knows mounted (staged.go).
 func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.Pod) error {
 	staging := d.stagingPath(vol.Driver, vol.Handle)
-	if _, ok, err := d.root().readVolData(filepath.Dir(staging)); ok || err != nil {
-		return err
+	if d.isStaged(vol.Driver, vol.Handle) {
+		return nil
 	}
 	stages, err := c.stagesVolumes(ctx)
 	if err != nil || !stages {
@@ -142,6 +151,7 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.
 		}
 		return err
 	}
+	d.markStaged(vol.Driver, vol.Handle, true)
 	klog.V(2).InfoS("Staged CSI volume", "driver", vol.Driver, "handle", vol.Handle, "path", staging)
 	return nil
 }
@@ -151,6 +161,8 @@ type driverPolicy struct {
 	attachRequired, podInfoOnMount bool
 	fsGroupPolicy                  storagev1.FSGroupPolicy
 	modes                          []storagev1.VolumeLifecycleMode
+	tokenRequests                  []storagev1.TokenRequest
+	requiresRepublish              bool
 }
 
 // policy reads the driver's CSIDriver; without one, upstream's defaults:
@@ -173,6 +185,8 @@ func (d *Drivers) policy(ctx context.Context, name string) (driverPolicy, error)
 	if fp := ptr.Deref(obj.Spec.FSGroupPolicy, ""); fp != "" {
 		p.fsGroupPolicy = fp
 	}
+	p.tokenRequests = obj.Spec.TokenRequests
+	p.requiresRepublish = ptr.Deref(obj.Spec.RequiresRepublish, false)
 	if len(obj.Spec.VolumeLifecycleModes) > 0 {
 		p.modes = obj.Spec.VolumeLifecycleModes
 	}

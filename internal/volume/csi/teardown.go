@@ -77,6 +77,7 @@ func (d *Drivers) unstageUnused(ctx context.Context, c *nodeClient, v volData, e
 			return err
 		}
 	}
+	d.markStaged(v.DriverName, v.VolumeHandle, false)
 	if mountinfo.IsMountPoint(staging) {
 		return fmt.Errorf("%s still mounted after NodeUnstageVolume", staging)
 	}

@@ -76,8 +76,24 @@ func New(client corev1client.CoreV1Interface, clk clock.PassiveClock) *TokenMana
 // audience ("" leaves the audience to the apiserver's default) and
 // expirationSeconds (0 or less leaves it to the apiserver's default).
 func (m *TokenManager) Token(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (string, error) {
+	c, err := m.get(ctx, pod, audience, expirationSeconds)
+	return c.token, err
+}
+
+// TokenStatus is Token with the token's expiry, as the TokenRequest
+// API's status gives both (what CSI drivers' tokenRequests get).
+func (m *TokenManager) TokenStatus(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (authenticationv1.TokenRequestStatus, error) {
+	c, err := m.get(ctx, pod, audience, expirationSeconds)
+	if err != nil {
+		return authenticationv1.TokenRequestStatus{}, err
+	}
+	return authenticationv1.TokenRequestStatus{Token: c.token, ExpirationTimestamp: metav1.NewTime(c.expiresAt)}, nil
+}
+
+// get returns the cached token, or a fresh one when it is due.
+func (m *TokenManager) get(ctx context.Context, pod *v1.Pod, audience string, expirationSeconds int64) (cachedToken, error) {
 	if pod == nil {
-		return "", errNoPod
+		return cachedToken{}, errNoPod
 	}
 	if expirationSeconds < 0 {
 		expirationSeconds = 0
@@ -96,7 +112,7 @@ func (m *TokenManager) Token(ctx context.Context, pod *v1.Pod, audience string, 
 	cached, ok := m.cache[key]
 	m.mu.Unlock()
 	if ok && !m.needsRefresh(cached) {
-		return cached.token, nil
+		return cached, nil
 	}
 
 	// The request runs unlocked: a slow apiserver must not hold up tokens
@@ -106,19 +122,19 @@ func (m *TokenManager) Token(ctx context.Context, pod *v1.Pod, audience string, 
 	if err != nil {
 		switch {
 		case !ok:
-			return "", fmt.Errorf("failed to fetch token: %w", err)
+			return cachedToken{}, fmt.Errorf("failed to fetch token: %w", err)
 		case m.expired(cached):
-			return "", fmt.Errorf("token for pod %s/%s (service account %q) expired and refresh failed: %w",
+			return cachedToken{}, fmt.Errorf("token for pod %s/%s (service account %q) expired and refresh failed: %w",
 				key.namespace, key.podName, key.serviceAccount, err)
 		default:
 			klog.ErrorS(err, "Couldn't update token", "pod", klog.KObj(pod), "serviceAccount", key.serviceAccount)
-			return cached.token, nil
+			return cached, nil
 		}
 	}
 	m.mu.Lock()
 	m.cache[key] = fresh
 	m.mu.Unlock()
-	return fresh.token, nil
+	return fresh, nil
 }
 
 // TokenFunc returns a TokenFunc for Projected that asks m on pod's behalf.
