@@ -109,8 +109,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume, k volK
 	m.poke()
 	if err != nil {
 		if ctx.Err() == nil {
-			klog.ErrorS(err, "Volume setup failed", "pod", klog.KObj(pod), "volume", vol.Name, "failures", failures)
-			m.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed for volume %q : %v", vol.Name, err)
+			m.reportFailure(pod, vol, failures, err)
 		}
 		return
 	}
