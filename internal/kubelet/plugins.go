@@ -13,8 +13,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/volume/csi"
 )
 
-// newCSIDrivers makes the registry of CSI drivers, which publishes their
-// node information through the apiserver when there is one.
+// newCSIDrivers makes the registry of CSI drivers (k.csiDrivers), which
+// publishes their node information through the apiserver when there is
+// one, and waits there for the attachment of the volumes that need it.
 func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
 	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir,
 		// Volumes that waited for a driver need not wait out their back-off.
@@ -22,8 +23,12 @@ func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
 	if client != nil {
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
 		cc.CSIDrivers = client.StorageV1().CSIDrivers()
+		cc.VolumeAttachments, cc.Node = client.StorageV1().VolumeAttachments(), k.cluster.node
+		// The attach/detach controller acts on volumesInUse: post it at once.
+		cc.InUseChanged = k.cluster.syncNodeStatus
 	}
-	return csi.New(cc)
+	k.csiDrivers = csi.New(cc)
+	return k.csiDrivers
 }
 
 // newPlugins makes the plugin watcher on <root-dir>/plugins_registry with
