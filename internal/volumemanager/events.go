@@ -12,11 +12,11 @@ const defaultStep = "MountVolume.SetUp"
 
 // reportFailure logs a failed setup and records it on the pod as a
 // FailedMount event naming the failed step, as upstream's operation
-// generator does; a quiet failure (a precondition still pending, such as
-// a volume not yet attached) is only logged, as upstream records none.
+// generator does; a pending precondition (a volume not yet attached) is
+// only logged, as upstream records no event for it.
 func (m *Manager) reportFailure(pod *v1.Pod, vol *v1.Volume, failures int, err error) {
-	step, quiet := volerr.Of(err)
-	if quiet {
+	step, pending := volerr.Of(err)
+	if pending {
 		klog.V(2).InfoS("Volume not ready for setup yet", "pod", klog.KObj(pod), "volume", vol.Name, "failures", failures, "reason", err.Error())
 		return
 	}

@@ -56,10 +56,10 @@ func (d *Drivers) waitForAttach(ctx context.Context, podDir string, vol Volume) 
 	}
 	node, _ := d.cfg.Node()
 	if node == nil || !slices.Contains(node.Status.VolumesInUse, name) {
-		return nil, volerr.Quiet(fmt.Errorf("volume %s has not been added to the list of VolumesInUse in the node's volume status", name))
+		return nil, volerr.Pending(fmt.Errorf("volume %s has not been added to the list of VolumesInUse in the node's volume status", name))
 	}
 	if !slices.ContainsFunc(node.Status.VolumesAttached, func(a v1.AttachedVolume) bool { return a.Name == name }) {
-		return nil, volerr.Quiet(fmt.Errorf("volume %s is not attached according to node status", name))
+		return nil, volerr.Pending(fmt.Errorf("volume %s is not attached according to node status", name))
 	}
 	id := attachmentName(vol.Handle, vol.Driver, d.cfg.NodeName)
 	va, err := d.cfg.VolumeAttachments.Get(ctx, id, metav1.GetOptions{})

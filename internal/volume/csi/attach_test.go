@@ -52,13 +52,13 @@ func (f *fixture) attachDrivers(t *testing.T, client *fake.Clientset, node *atta
 }
 
 // setUpFails sets the volume up, which must fail with want in the error,
-// quietly or not, and without calling the driver's stage or publish.
-func setUpFails(t *testing.T, f *fixture, d *Drivers, pod *v1.Pod, vol Volume, want string, quiet bool) {
+// pending or not, and without calling the driver's stage or publish.
+func setUpFails(t *testing.T, f *fixture, d *Drivers, pod *v1.Pod, vol Volume, want string, pending bool) {
 	t.Helper()
 	_, err := d.SetUp(context.Background(), pod, f.podDir(pod), vol)
 	step, q := volerr.Of(err)
-	if err == nil || !strings.Contains(err.Error(), want) || q != quiet || (!quiet && step != "MountVolume.WaitForAttach") {
-		t.Fatalf("set up: %v (step %q, quiet %v), want %q (quiet %v)", err, step, q, want, quiet)
+	if err == nil || !strings.Contains(err.Error(), want) || q != pending || (!pending && step != "MountVolume.WaitForAttach") {
+		t.Fatalf("set up: %v (step %q, pending %v), want %q (pending %v)", err, step, q, want, pending)
 	}
 	if f.srv.last("NodeStageVolume") != nil || f.srv.last("NodePublishVolume") != nil {
 		t.Fatalf("the driver staged or published an unattached volume: %v", f.srv.calls())
@@ -69,7 +69,7 @@ func setUpFails(t *testing.T, f *fixture, d *Drivers, pod *v1.Pod, vol Volume, w
 // a PV's volume is staged only once it is in the Node's volumesInUse,
 // in its volumesAttached, and its VolumeAttachment (upstream's name) is
 // attached; the attachment's metadata is the publish context of stage
-// and publish. Until then each attempt fails, quietly while the node
+// and publish. Until then each attempt fails, pending while the node
 // status lacks it; the attacher's error and an attachment being deleted
 // are named. The volume stays in use until it is unstaged.
 func TestAttachedVolumeWaitsForTheVolumeAttachment(t *testing.T) {
