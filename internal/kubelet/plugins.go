@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/dra"
 	"github.com/skiff-sh/skiff/internal/kube"
@@ -23,9 +24,13 @@ func (k *Kubelet) newCSIDrivers(client kube.Interface) *csi.Drivers {
 	if client != nil {
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
 		cc.CSIDrivers = client.StorageV1().CSIDrivers()
-		cc.VolumeAttachments, cc.Node = client.StorageV1().VolumeAttachments(), k.cluster.node
 		// The attach/detach controller acts on volumesInUse: post it at once.
 		cc.InUseChanged = k.cluster.syncNodeStatus
+		// Without the controller (enableControllerAttachDetach false)
+		// nobody attaches: such volumes are refused, not waited for.
+		if ptr.Deref(k.cfg.Kubelet.EnableControllerAttachDetach, true) {
+			cc.VolumeAttachments, cc.Node = client.StorageV1().VolumeAttachments(), k.cluster.node
+		}
 	}
 	k.csiDrivers = csi.New(cc)
 	return k.csiDrivers

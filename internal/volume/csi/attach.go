@@ -48,7 +48,8 @@ func attachmentName(handle, driver, node string) string {
 func (d *Drivers) waitForAttach(ctx context.Context, podDir string, vol Volume) (map[string]string, error) {
 	if d.cfg.VolumeAttachments == nil || d.cfg.Node == nil {
 		return nil, fmt.Errorf("driver %s requires attachment (its CSIDriver says attachRequired, or there is no CSIDriver object), "+
-			"which needs the attach/detach controller of a cluster: this Skiff is standalone", vol.Driver)
+			"which Skiff leaves to the attach/detach controller of a cluster: it is standalone, "+
+			"or enableControllerAttachDetach is false, and Skiff attaches no volume itself", vol.Driver)
 	}
 	name := UniqueVolumeName(vol.Driver, vol.Handle)
 	if d.use.want(podDir, vol.SpecName, name) && d.cfg.InUseChanged != nil {
