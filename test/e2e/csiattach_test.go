@@ -232,12 +232,17 @@ func TestCSIAttachBeforeStage(t *testing.T) {
 		t.Errorf("no ControllerUnpublishVolume of the volume")
 	}
 
+	// The provisioner, in the driver pod, deletes the PV: the pod goes
+	// after it.
 	must(t, cn.admin.CoreV1().PersistentVolumeClaims(cn.ns).Delete(cn.ctx(), "disk", metav1.DeleteOptions{}))
-	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), d.pod.Name, metav1.DeleteOptions{}))
-	waitFor(t, 60*time.Second, "the PV and the driver pod gone", func() (bool, error) {
+	waitFor(t, 60*time.Second, "the PV deleted by the provisioner", func() (bool, error) {
 		_, err := cn.admin.CoreV1().PersistentVolumes().Get(cn.ctx(), pv.Name, metav1.GetOptions{})
-		_, perr := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), d.pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err) && apierrors.IsNotFound(perr) && cn.podDirsGone(nil), nil
+		return apierrors.IsNotFound(err), nil
+	})
+	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), d.pod.Name, metav1.DeleteOptions{}))
+	waitFor(t, 60*time.Second, "the driver pod gone with its directory", func() (bool, error) {
+		_, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), d.pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && cn.podDirsGone(nil), nil
 	})
 	if mps := mountsUnder(cn.root + "/"); len(mps) != 0 {
 		t.Errorf("mounts left under the root directory: %v", mps)
