@@ -70,6 +70,7 @@ func (u *volumeUse) noteDriver(driver string, attachable bool) {
 	u.attachable[driver] = attachable
 }
 
+// snapshot copies the wanted volumes and what is known of the drivers.
 func (u *volumeUse) snapshot() (wanted []v1.UniqueVolumeName, attachable map[string]bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
