@@ -128,7 +128,7 @@ var Fields = []Field{
 	{"evictionMinimumReclaim", Honoured, ""},
 	{"mergeDefaultEvictionSettings", Honoured, ""},
 	{"podsPerCore", Honoured, ""},
-	{"enableControllerAttachDetach", Honoured, ""},
+	{"enableControllerAttachDetach", Partly, "false leaves the Node unannotated, but Skiff attaches no volume itself: CSI volumes that need attachment are refused"},
 	{"protectKernelDefaults", Honoured, "refuses to start on kernel settings that differ; Skiff never changes them"},
 	{"makeIPTablesUtilChains", NoEffect, "no iptables chains are made"},
 	{"iptablesMasqueradeBit", NoEffect, "no iptables chains are made"},

@@ -64,6 +64,8 @@ func newAPICluster(k *Kubelet, d Deps) (*apiCluster, error) {
 		// A node shutting down is not Ready, as upstream.
 		NotReady: func() error { return k.shutdown.Status() },
 		Extended: func() (v1.ResourceList, v1.ResourceList, []string) { return k.devices.Capacity() },
+		// The CSI volumes needing attachment that are mounted or wanted.
+		VolumesInUse: func(ctx context.Context) []v1.UniqueVolumeName { return k.csiDrivers.VolumesInUse(ctx) },
 	})
 	if err != nil {
 		return nil, err

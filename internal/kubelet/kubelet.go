@@ -45,6 +45,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/stats"
 	"github.com/skiff-sh/skiff/internal/statusmanager"
 	"github.com/skiff-sh/skiff/internal/volume"
+	"github.com/skiff-sh/skiff/internal/volume/csi"
 	"github.com/skiff-sh/skiff/internal/volumemanager"
 )
 
@@ -131,6 +132,7 @@ type Kubelet struct {
 	// volumeManager sets up and tears down pods' volumes (of volumes).
 	volumeManager *volumemanager.Manager
 	plugins       *pluginwatcher.Watcher // registers CSI and DRA drivers
+	csiDrivers    *csi.Drivers           // also says which volumes are in use
 	startup       *podstartup.Tracker
 	stats         *stats.Provider
 	local         *admission.Local // node-local admission checks

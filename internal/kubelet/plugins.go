@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/dra"
 	"github.com/skiff-sh/skiff/internal/kube"
@@ -14,8 +15,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/volume/payload"
 )
 
-// newCSIDrivers makes the registry of CSI drivers, which publishes their
-// node information through the apiserver when there is one.
+// newCSIDrivers makes the registry of CSI drivers (k.csiDrivers), which
+// publishes their node information through the apiserver when there is
+// one, and waits there for the attachment of the volumes that need it.
 func (k *Kubelet) newCSIDrivers(client kube.Interface, tokens *payload.TokenManager) *csi.Drivers {
 	cc := csi.Config{NodeName: k.cfg.NodeName, RootDir: k.cfg.RootDir,
 		// Volumes that waited for a driver need not wait out their back-off.
@@ -24,8 +26,16 @@ func (k *Kubelet) newCSIDrivers(client kube.Interface, tokens *payload.TokenMana
 		cc.Nodes, cc.CSINodes = client.CoreV1().Nodes(), client.StorageV1().CSINodes()
 		cc.CSIDrivers = client.StorageV1().CSIDrivers()
 		cc.Tokens = tokens
+		// The attach/detach controller acts on volumesInUse: post it at once.
+		cc.InUseChanged = k.cluster.syncNodeStatus
+		// Without the controller (enableControllerAttachDetach false)
+		// nobody attaches: such volumes are refused, not waited for.
+		if ptr.Deref(k.cfg.Kubelet.EnableControllerAttachDetach, true) {
+			cc.VolumeAttachments, cc.Node = client.StorageV1().VolumeAttachments(), k.cluster.node
+		}
 	}
-	return csi.New(cc)
+	k.csiDrivers = csi.New(cc)
+	return k.csiDrivers
 }
 
 // newPlugins makes the plugin watcher on <root-dir>/plugins_registry with

@@ -101,6 +101,9 @@ type Config struct {
 	// device), allocatable (the healthy ones) and the resources gone,
 	// whose capacity is set to zero; none when nil.
 	Extended func() (capacity, allocatable v1.ResourceList, removed []string)
+	// VolumesInUse returns status.volumesInUse, the attachable volumes
+	// mounted or about to be (the CSI drivers'); left alone when nil.
+	VolumesInUse func(ctx context.Context) []v1.UniqueVolumeName
 	// OnRepeatedHeartbeatFailure is called when status or lease updates
 	// fail repeatedly; upstream closes the client's connections there so
 	// that a dead TCP connection is not reused.

@@ -42,6 +42,7 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 		setImages(ctx, node, c.cfg.Images, ptr.Deref(c.kc.NodeStatusMaxImages, 50))
 	}
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = c.kc.Port
+	c.setVolumesInUse(ctx, node)
 
 	event := func(reason string) { c.nodeEvent(v1.EventTypeNormal, reason) }
 	var under []v1.NodeConditionType

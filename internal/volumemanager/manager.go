@@ -47,6 +47,11 @@ const (
 	defaultOpTimeout   = 2 * time.Minute
 	initialBackOff     = 500 * time.Millisecond
 	maxBackOff         = 2*time.Minute + 2*time.Second
+	// pendingRetry bounds the back-off of a setup waiting for a
+	// precondition (a volume to be attached), which upstream checks
+	// every 100 ms from its Node cache: Skiff's check asks the apiserver
+	// for the claim and PV, so not that often.
+	pendingRetry = 2 * time.Second
 )
 
 // Mounter sets up one volume of a pod and tears all of a pod's volumes

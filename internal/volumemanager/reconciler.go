@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/volume/volerr"
 )
 
 // Run reconciles the actual state towards the desired one until ctx ends,
@@ -94,7 +96,11 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume, k volK
 		op.failures++
 		failures = op.failures
 		op.lastErr = err
-		op.notBefore = m.cfg.Clock.Now().Add(backOff(op.failures))
+		wait := backOff(op.failures)
+		if _, pending := volerr.Of(err); pending {
+			wait = min(wait, pendingRetry)
+		}
+		op.notBefore = m.cfg.Clock.Now().Add(wait)
 	} else {
 		op.failures, op.lastErr, op.notBefore = 0, nil, time.Time{}
 		m.actual[k] = &actualVolume{mounted: mounted}
@@ -109,8 +115,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume, k volK
 	m.poke()
 	if err != nil {
 		if ctx.Err() == nil {
-			klog.ErrorS(err, "Volume setup failed", "pod", klog.KObj(pod), "volume", vol.Name, "failures", failures)
-			m.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed for volume %q : %v", vol.Name, err)
+			m.reportFailure(pod, vol, failures, err)
 		}
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/klog/v2"
@@ -39,6 +40,14 @@ type Config struct {
 	// tokenRequests ask for; nil standalone, where such a driver's
 	// volumes fail.
 	Tokens TokenSource
+	// VolumeAttachments and Node (this node's Node as the apiserver has
+	// it) tell whether a volume needing attachment is attached; nil
+	// standalone, where such volumes are refused. InUseChanged asks for
+	// the Node's status to be posted at once, when a volume starts to be
+	// wanted or a pod's volumes are torn down; may be nil.
+	VolumeAttachments storagev1client.VolumeAttachmentInterface
+	Node              func() (*v1.Node, bool)
+	InUseChanged      func()
 }
 
 // Drivers is the registry of CSI drivers on this node.
@@ -53,6 +62,8 @@ type Drivers struct {
 	// for, by driver and handle. A staging directory found on disk is
 	// not enough: Skiff may have died before or during the call.
 	staged map[string]bool
+
+	use volumeUse // what the Node's volumesInUse is made of
 }
 
 // driver is a registered driver: where its node service listens.

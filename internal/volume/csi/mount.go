@@ -40,6 +40,10 @@ type Volume struct {
 	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
+
+	// publishContext is the VolumeAttachment's attachmentMetadata, for
+	// a volume needing attachment; set by SetUp.
+	publishContext map[string]string
 }
 
 // SetUp stages the volume if the driver stages volumes and nobody staged
@@ -78,8 +82,11 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	if !slices.Contains(policy.modes, mode) {
 		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", mode, vol.Driver, policy.modes)
 	}
+	d.use.noteDriver(vol.Driver, policy.attachRequired)
 	if policy.attachRequired && !vol.Inline {
-		return "", fmt.Errorf("driver %s requires attachment (its CSIDriver says attachRequired, or there is no CSIDriver object), which this version of Skiff does not support", vol.Driver)
+		if vol.publishContext, err = d.waitForAttach(ctx, podDir, vol); err != nil {
+			return "", err
+		}
 	}
 	defer d.lock(vol.Driver, vol.Handle)()
 	staging := ""
@@ -104,7 +111,7 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	}
 	req := &csipb.NodePublishVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, TargetPath: target, Readonly: vol.ReadOnly,
-		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets,
+		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets, PublishContext: vol.publishContext,
 		VolumeContext: volCtx,
 	}
 	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
@@ -143,7 +150,7 @@ func (d *Drivers) stage(ctx context.Context, c *nodeClient, vol Volume, pod *v1.
 	}
 	err = c.stage(ctx, &csipb.NodeStageVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, VolumeCapability: volCap,
-		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes,
+		Secrets: vol.StageSecrets, VolumeContext: vol.Attributes, PublishContext: vol.publishContext,
 	})
 	if err != nil {
 		if rerr := d.root().removeAt(filepath.Dir(staging), volDataFile, false); rerr != nil {

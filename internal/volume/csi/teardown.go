@@ -17,6 +17,9 @@ import (
 // the root directory still uses. Every volume is tried; the joined error
 // asks for a retry.
 func (d *Drivers) TearDownPod(ctx context.Context, podDir string) error {
+	// What the pod wanted stays in use only while it is on disk; the
+	// Node's status says so at once when that changed.
+	wanted := d.use.forget(podDir)
 	vols, err := d.root().publishedVolumes(podDir)
 	if err != nil {
 		return fmt.Errorf("CSI volumes of %s: %w", podDir, err)
@@ -26,6 +29,9 @@ func (d *Drivers) TearDownPod(ctx context.Context, podDir string) error {
 		if err := d.tearDown(ctx, podDir, spec, v); err != nil {
 			errs = append(errs, fmt.Errorf("CSI volume %s: %w", spec, err))
 		}
+	}
+	if (wanted || len(vols) > 0) && d.cfg.InUseChanged != nil {
+		d.cfg.InUseChanged()
 	}
 	return errors.Join(errs...)
 }
