@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -20,8 +21,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/pluginwatcher"
 )
 
-// callTimeout bounds every call to a DRA driver, as upstream's default.
-const callTimeout = 45 * time.Second
+// CallTimeout bounds every call to a DRA driver: upstream's, which no
+// kubelet setting changes.
+const CallTimeout = 45 * time.Second
 
 // services are the DRA kubelet plugin gRPC services Skiff speaks, in the
 // order it prefers them, as upstream 1.34.
@@ -38,6 +40,8 @@ type driver struct {
 	name, endpoint, service string
 	conn                    *grpc.ClientConn
 	client                  driverClient
+	timeout                 time.Duration
+	connected               bool // guarded by Drivers.mu
 }
 
 // Drivers are the registered DRA drivers, by name: the plugin watcher's
@@ -53,17 +57,28 @@ type Drivers struct {
 type DriversConfig struct {
 	// Registered, if set, is told a driver's name when it registers.
 	Registered func(name string)
+	// Available, if set, is told whether a driver is usable: registered
+	// and connected. It is called under the registry's lock, in order.
+	Available func(name string, usable bool)
 	// Metrics, if set, times every call to a driver.
 	Metrics *metrics.DRAMetrics
 	// Disabled refuses every driver: the DynamicResourceAllocation
 	// feature gate is off.
 	Disabled bool
+	// CallTimeout bounds each call; 0 is CallTimeout. Tests shorten it.
+	CallTimeout time.Duration
 }
 
 // NewDrivers returns an empty registry.
 func NewDrivers(cfg DriversConfig) *Drivers {
 	if cfg.Registered == nil {
 		cfg.Registered = func(string) {}
+	}
+	if cfg.Available == nil {
+		cfg.Available = func(string, bool) {}
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = CallTimeout
 	}
 	return &Drivers{drivers: map[string]*driver{}, cfg: cfg}
 }
@@ -109,17 +124,20 @@ func (d *Drivers) Validate(info pluginwatcher.Info) error {
 	return nil
 }
 
-// Register connects to the driver's endpoint (lazily: gRPC dials on the
-// first call) in the service chosen.
+// Register connects to the driver's endpoint in the service chosen.
+// The connection is made at once and watched, so that a driver whose
+// socket stops answering is known to be away (its slices are wiped).
 func (d *Drivers) Register(_ context.Context, info pluginwatcher.Info) error {
 	service, err := chooseService(info.Versions)
 	if err != nil {
 		return err
 	}
 	endpoint := info.Endpoint
+	drv := &driver{name: info.Name, endpoint: endpoint, service: service, timeout: d.cfg.CallTimeout}
 	conn, err := grpc.NewClient("passthrough:///"+endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(d.timed(info.Name)),
+		grpc.WithStatsHandler(connWatch{d: d, drv: drv}),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var nd net.Dialer
 			return nd.DialContext(ctx, "unix", endpoint)
@@ -127,7 +145,7 @@ func (d *Drivers) Register(_ context.Context, info pluginwatcher.Info) error {
 	if err != nil {
 		return fmt.Errorf("DRA driver %s endpoint %s: %w", info.Name, endpoint, err)
 	}
-	drv := &driver{name: info.Name, endpoint: endpoint, service: service, conn: conn}
+	drv.conn = conn
 	if service == drapbv1.DRAPluginService {
 		drv.client = drapbv1.NewDRAPluginClient(conn)
 	} else {
@@ -136,16 +154,19 @@ func (d *Drivers) Register(_ context.Context, info pluginwatcher.Info) error {
 	d.mu.Lock()
 	old := d.drivers[info.Name]
 	d.drivers[info.Name] = drv
+	d.syncLocked(info.Name)
 	d.mu.Unlock()
 	if old != nil {
 		_ = old.conn.Close()
 	}
+	conn.Connect()
 	klog.InfoS("Registered DRA driver", "driver", info.Name, "endpoint", endpoint, "service", service)
 	d.cfg.Registered(info.Name)
 	return nil
 }
 
-// Deregister forgets the driver if this registration is still its own.
+// Deregister forgets the driver if this registration is still its own;
+// its ResourceSlices are wiped unless it registers again soon.
 func (d *Drivers) Deregister(_ context.Context, info pluginwatcher.Info) {
 	d.mu.Lock()
 	drv := d.drivers[info.Name]
@@ -154,9 +175,53 @@ func (d *Drivers) Deregister(_ context.Context, info pluginwatcher.Info) {
 		return
 	}
 	delete(d.drivers, info.Name)
+	d.syncLocked(info.Name)
 	d.mu.Unlock()
 	_ = drv.conn.Close()
-	klog.InfoS("Deregistered DRA driver; its ResourceSlices are left to the driver: Skiff does not wipe them", "driver", info.Name)
+	klog.InfoS("Deregistered DRA driver", "driver", info.Name)
+}
+
+// syncLocked tells Available whether the driver is usable; the caller
+// holds mu.
+func (d *Drivers) syncLocked(name string) {
+	drv := d.drivers[name]
+	d.cfg.Available(name, drv != nil && drv.connected)
+}
+
+// connWatch follows a driver's connection: gRPC calls it when the
+// connection is made and when it ends.
+type connWatch struct {
+	d   *Drivers
+	drv *driver
+}
+
+func (connWatch) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (connWatch) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (connWatch) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (w connWatch) HandleConn(_ context.Context, s stats.ConnStats) {
+	var connected bool
+	switch s.(type) {
+	case *stats.ConnBegin:
+		connected = true
+	case *stats.ConnEnd:
+	default:
+		return
+	}
+	w.d.mu.Lock()
+	defer w.d.mu.Unlock()
+	if w.d.drivers[w.drv.name] != w.drv {
+		return // replaced or deregistered: its connection is being closed
+	}
+	w.drv.connected = connected
+	w.d.syncLocked(w.drv.name)
+	if !connected {
+		// gRPC does not reconnect an idle channel by itself, and a
+		// driver that comes back must be noticed. Not from here: gRPC
+		// holds a lock that Connect takes.
+		go w.drv.conn.Connect()
+	}
+	klog.V(2).InfoS("DRA driver connection changed", "driver", w.drv.name, "endpoint", w.drv.endpoint, "connected", connected)
 }
 
 // get is the registered driver of that name.
@@ -172,7 +237,7 @@ func (d *Drivers) get(name string) (*driver, error) {
 
 // prepare calls NodePrepareResources with the call deadline.
 func (drv *driver) prepare(ctx context.Context, claims []*drapbv1.Claim) (*drapbv1.NodePrepareResourcesResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, drv.timeout)
 	defer cancel()
 	resp, err := drv.client.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: claims})
 	if err != nil {
@@ -183,7 +248,7 @@ func (drv *driver) prepare(ctx context.Context, claims []*drapbv1.Claim) (*drapb
 
 // unprepare calls NodeUnprepareResources with the call deadline.
 func (drv *driver) unprepare(ctx context.Context, claims []*drapbv1.Claim) (*drapbv1.NodeUnprepareResourcesResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, drv.timeout)
 	defer cancel()
 	resp, err := drv.client.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: claims})
 	if err != nil {

@@ -25,26 +25,19 @@ type fakeDriver struct {
 	prepared   map[string]int // claim UID → NodePrepareResources calls
 	unprepared map[string]int
 	fail       string // a claim error to answer, if set
+	// hang, if set, holds NodePrepareResources until it is closed or
+	// the call's context ends, as a frozen driver.
+	hang   chan struct{}
+	hangs  int // calls held by hang
+	server *grpc.Server
 }
 
 // startFakeDriver serves the driver on service (v1 or v1beta1) and
 // registers it as name in d.
 func startFakeDriver(t *testing.T, d *Drivers, name, service string) *fakeDriver {
 	t.Helper()
-	f := &fakeDriver{prepared: map[string]int{}, unprepared: map[string]int{}}
 	sock := filepath.Join(t.TempDir(), "dra.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	if service == drapbv1.DRAPluginService {
-		drapbv1.RegisterDRAPluginServer(g, f)
-	} else {
-		drapbv1beta1.RegisterDRAPluginServer(g, drapbv1beta1.V1ServerWrapper{DRAPluginServer: f})
-	}
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
+	f := serveFakeDriver(t, sock, service)
 	info := pluginwatcher.Info{Type: "DRAPlugin", Name: name, Endpoint: sock, Versions: []string{service}}
 	if err := d.Validate(info); err != nil {
 		t.Fatal(err)
@@ -55,7 +48,40 @@ func startFakeDriver(t *testing.T, d *Drivers, name, service string) *fakeDriver
 	return f
 }
 
-func (f *fakeDriver) NodePrepareResources(_ context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {
+// serveFakeDriver serves a driver on the socket, not registered.
+func serveFakeDriver(t *testing.T, sock, service string) *fakeDriver {
+	t.Helper()
+	f := &fakeDriver{prepared: map[string]int{}, unprepared: map[string]int{}}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	f.server = g
+	if service == drapbv1.DRAPluginService {
+		drapbv1.RegisterDRAPluginServer(g, f)
+	} else {
+		drapbv1beta1.RegisterDRAPluginServer(g, drapbv1beta1.V1ServerWrapper{DRAPluginServer: f})
+	}
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+	return f
+}
+
+func (f *fakeDriver) NodePrepareResources(ctx context.Context, req *drapbv1.NodePrepareResourcesRequest) (*drapbv1.NodePrepareResourcesResponse, error) {
+	f.mu.Lock()
+	hang := f.hang
+	if hang != nil {
+		f.hangs++
+	}
+	f.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	resp := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{}}

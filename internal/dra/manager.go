@@ -18,9 +18,11 @@
 // claim read back from the checkpoint is prepared again (drivers are
 // idempotent) the next time a pod using it syncs.
 //
-// Not done, as warned at start: device health (the DRAResourceHealth
-// stream), DRA extended resources (pod.status.extendedResourceClaimStatus),
-// and wiping a deregistered driver's ResourceSlices.
+// A driver away for WipeDelay has its ResourceSlices of the node wiped
+// (Wiper). Not done: device health (the DRAResourceHealth stream, gate
+// ResourceHealthStatus) and DRA extended resources (gate
+// DRAExtendedResource), both alpha and off by default in upstream 1.34;
+// Skiff warns when their gates are turned on.
 package dra
 
 import (
@@ -37,7 +39,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/skiff-sh/skiff/internal/metrics"
@@ -95,7 +96,6 @@ func New(cfg Config) (*Manager, error) {
 		}
 		m.claims[s.Namespace+"/"+s.ClaimName] = &claimInfo{claimState: s}
 	}
-	klog.InfoS("Warning: DRA features Skiff does not implement", "ignored", []string{"device health (DRAResourceHealth)", "DRA extended resources (status.extendedResourceClaimStatus)", "wiping a deregistered driver's ResourceSlices"})
 	return m, nil
 }
 
@@ -174,6 +174,24 @@ func (m *Manager) preparedFor(pod *v1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// WaitingFor returns the pods that use a claim of the driver not
+// prepared yet: those to sync again at once when the driver registers.
+func (m *Manager) WaitingFor(driverName string) []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var uids []types.UID
+	for _, info := range m.claims {
+		if _, ok := info.DriverState[driverName]; !ok || info.prepared {
+			continue
+		}
+		for uid := range info.PodUIDs {
+			uids = append(uids, types.UID(uid))
+		}
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids)
 }
 
 // podClaims reads the pod's claims and checks each is the pod's to use.
@@ -261,7 +279,7 @@ func (m *Manager) prepareBatch(ctx context.Context, driverName string, claims []
 			return fmt.Errorf("NodePrepareResources of DRA driver %s skipped ResourceClaim %s", driverName, c.Name)
 		}
 		if result.GetError() != "" {
-			return fmt.Errorf("NodePrepareResources failed for ResourceClaim %s: %s", c.Name, result.Error)
+			return fmt.Errorf("NodePrepareResources of DRA driver %s failed for ResourceClaim %s: %s", driverName, c.Name, result.Error)
 		}
 		var devices []device
 		for _, d := range result.GetDevices() {

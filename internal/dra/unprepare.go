@@ -120,7 +120,7 @@ func (m *Manager) unprepareBatch(ctx context.Context, driverName string, claims 
 			return fmt.Errorf("NodeUnprepareResources of DRA driver %s skipped ResourceClaim %s", driverName, c.Name)
 		}
 		if result.GetError() != "" {
-			return fmt.Errorf("NodeUnprepareResources failed for ResourceClaim %s: %s", c.Name, result.Error)
+			return fmt.Errorf("NodeUnprepareResources of DRA driver %s failed for ResourceClaim %s: %s", driverName, c.Name, result.Error)
 		}
 	}
 	return nil

@@ -3,12 +3,14 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/component-base/featuregate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
@@ -39,8 +41,16 @@ func (k *Kubelet) newDeviceManagers(client kube.Interface) (*dra.Drivers, error)
 	return drivers, nil
 }
 
+// draUnimplementedGates are the DRA feature gates, alpha and off by
+// default in upstream 1.34, whose features Skiff does not implement.
+var draUnimplementedGates = []string{
+	"ResourceHealthStatus", // devices' health from the drivers' DRAResourceHealth stream
+	"DRAExtendedResource",  // extended resources backed by DRA devices
+}
+
 // newDRA makes the DRA driver registry and the claim manager, which
-// reads claims from the apiserver when there is one.
+// reads claims from the apiserver when there is one; with one, a wiper
+// removes the slices of drivers gone from the node.
 func (k *Kubelet) newDRA(client kube.Interface) (*dra.Drivers, *dra.Manager, error) {
 	fg, err := config.FeatureGate(k.cfg.Kubelet.FeatureGates)
 	if err != nil {
@@ -50,16 +60,46 @@ func (k *Kubelet) newDRA(client kube.Interface) (*dra.Drivers, *dra.Manager, err
 	if disabled {
 		klog.InfoS("Warning: the DynamicResourceAllocation feature gate is off: DRA drivers are refused and ResourceClaims are not prepared")
 	}
-	drivers := dra.NewDrivers(dra.DriversConfig{Metrics: &k.cfg.Metrics.DRA, Disabled: disabled})
-	dc := dra.Config{Dir: k.cfg.RootDir, Drivers: drivers, Metrics: &k.cfg.Metrics.DRA, Disabled: disabled}
+	if on := draGatesWithoutEffect(fg); len(on) > 0 {
+		klog.InfoS("Warning: Skiff does not implement these DRA features; their feature gates have no effect", "gates", on)
+	}
+	dcfg := dra.DriversConfig{Metrics: &k.cfg.Metrics.DRA, Disabled: disabled,
+		// Pods that waited for a driver need not wait out their back-off.
+		Registered: k.retryPodsOfDriver}
+	dc := dra.Config{Dir: k.cfg.RootDir, Metrics: &k.cfg.Metrics.DRA, Disabled: disabled}
 	if client != nil {
 		dc.Claims = claimGetter{client.ResourceV1()}
+		if !disabled {
+			k.draWiper = dra.NewWiper(dra.WiperConfig{Slices: client.ResourceV1().ResourceSlices(),
+				NodeName: k.cfg.NodeName, Clock: k.clock})
+			dcfg.Available = k.draWiper.Available
+		}
 	}
+	dc.Drivers = dra.NewDrivers(dcfg)
 	m, err := dra.New(dc)
 	if err != nil {
 		return nil, nil, err
 	}
-	return drivers, m, nil
+	return dc.Drivers, m, nil
+}
+
+// draGatesWithoutEffect are the gates of draUnimplementedGates turned on.
+func draGatesWithoutEffect(fg featuregate.FeatureGate) []string {
+	var on []string
+	for _, g := range draUnimplementedGates {
+		if fg.Enabled(featuregate.Feature(g)) {
+			on = append(on, g)
+		}
+	}
+	return on
+}
+
+// retryPodsOfDriver syncs at once the pods whose claims wait for the
+// driver that just registered.
+func (k *Kubelet) retryPodsOfDriver(driver string) {
+	for _, uid := range k.dra.WaitingFor(driver) {
+		k.workers.Notify(uid)
+	}
 }
 
 // claimGetter reads ResourceClaims through the apiserver.
@@ -71,8 +111,15 @@ func (g claimGetter) Get(ctx context.Context, namespace, name string) (*resource
 	return g.c.ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// runDRA unprepares, every period, the claims of pods no longer active.
+// runDRA unprepares, every period, the claims of pods no longer active,
+// and wipes the slices of drivers gone.
 func (k *Kubelet) runDRA(ctx context.Context) {
+	if k.draWiper != nil {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Add(1)
+		go func() { defer wg.Done(); k.draWiper.Run(ctx) }()
+	}
 	t := k.clock.NewTicker(draReconcilePeriod)
 	defer t.Stop()
 	for {

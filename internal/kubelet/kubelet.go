@@ -145,6 +145,7 @@ type Kubelet struct {
 	shutdown      *shutdown.Manager // graceful node shutdown
 	devices       *devicemanager.Manager
 	dra           *dra.Manager // prepares pods' ResourceClaims
+	draWiper      *dra.Wiper   // wipes gone drivers' ResourceSlices; nil: none
 	resize        *inPlaceResize
 }
 

@@ -42,6 +42,7 @@ type draNode struct {
 	// they share prepared, as upstream's kubelet does not serialize
 	// preparations of one claim (the driver is idempotent). Skiff does.
 	racyPrepare bool
+	proc        *process // the driver, once started
 }
 
 // newDRASkiffNode is a private Skiff node with the driver.
@@ -93,6 +94,7 @@ func (dn *draNode) startDriver(t *testing.T) {
 		"--kubeconfig", dn.cn.c.AdminKubeconfig(), "--drivername", dn.driver, "-v", "3",
 		"kubelet-plugin", "--node-name", dn.name, "--num-devices", "2",
 		"--cdi-dir", dn.cdiDir, "--plugin-registration-path", registry, "--datadir", dataDir)
+	dn.proc = driver
 	// Pods go before the driver, which unprepares their claims.
 	t.Cleanup(dn.cn.deleteAllPods)
 	rs := dn.cn.admin.ResourceV1().ResourceSlices()
