@@ -78,9 +78,21 @@ func TestCSIDriverPodsServeAStatefulSet(t *testing.T) {
 	cn := newPrivateClusterNode(t)
 	cn.start()
 	cn.waitNodeReady(t, v1.ConditionTrue, 60*time.Second)
+	csiDriverPodsServeAStatefulSet(t, cn)
+}
+
+// csiDriverPodsServeAStatefulSet is TestCSIDriverPodsServeAStatefulSet's
+// body on a running node, Skiff's or the upstream kubelet's: the node's
+// kubelet is the one restarted.
+func csiDriverPodsServeAStatefulSet(t *testing.T, cn *clusterNode) {
+	t.Helper()
 	d := deployCSIDriver(t, cn)
 	sc := d.storageClass(t)
-	_, err := cn.admin.AppsV1().StatefulSets(cn.ns).Create(cn.ctx(), statefulSet(cn, sc), metav1.CreateOptions{})
+	set := statefulSet(cn, sc)
+	if cn.upstream {
+		tolerateUpstream(&set.Spec.Template.Spec)
+	}
+	_, err := cn.admin.AppsV1().StatefulSets(cn.ns).Create(cn.ctx(), set, metav1.CreateOptions{})
 	must(t, err)
 
 	first := waitWeb(t, cn, "")
@@ -106,12 +118,12 @@ func TestCSIDriverPodsServeAStatefulSet(t *testing.T) {
 		t.Errorf("the deleted pod's volume is still mounted at %s", csiTarget(cn, first, pv))
 	}
 
-	// Skiff restarted: the pod runs on, its volume published, and reads
-	// the data once the new Skiff has registered the driver again.
+	// The kubelet restarted: the pod runs on, its volume published, and
+	// reads the data once the new kubelet has registered the driver again.
 	infos := countCalls(t, d.driverLog(), "/csi.v1.Node/NodeGetInfo")
 	cn.stop()
 	cn.start()
-	waitFor(t, 60*time.Second, "the driver registered with the restarted Skiff", func() (bool, error) {
+	waitFor(t, 60*time.Second, "the driver registered with the restarted kubelet", func() (bool, error) {
 		return countCalls(t, d.driverLog(), "/csi.v1.Node/NodeGetInfo") > infos, nil
 	})
 	after := waitWeb(t, cn, "")

@@ -42,13 +42,20 @@ func (c *nodeClient) hasCapability(ctx context.Context, want csipb.NodeServiceCa
 
 // mountGroupCapability is the volume's capability for a stage or publish
 // request, with the pod's fsGroup as volume_mount_group when the driver
-// applies it itself. The driver is asked each time, as upstream does.
+// applies it itself, and the access mode as the driver's node
+// capabilities map it. The driver is asked each time, as upstream does:
+// once for VOLUME_MOUNT_GROUP, then once for SINGLE_NODE_MULTI_WRITER
+// right before the call.
 func mountGroupCapability(ctx context.Context, c *nodeClient, vol Volume, pod *v1.Pod) (*csipb.VolumeCapability, error) {
-	vc := capability(vol)
 	byDriver, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
 	if err != nil {
 		return nil, err
 	}
+	multiWriter, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	if err != nil {
+		return nil, err
+	}
+	vc := capability(vol, multiWriter)
 	if gid, _ := podFSGroup(pod); byDriver && gid != nil {
 		vc.GetMount().VolumeMountGroup = strconv.FormatInt(*gid, 10)
 	}

@@ -109,10 +109,10 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		NodeName: d.cfg.NodeName, VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
 	}
+	// The volume capability is publish's to make.
 	req := &csipb.NodePublishVolumeRequest{
 		VolumeId: vol.Handle, StagingTargetPath: staging, TargetPath: target, Readonly: vol.ReadOnly,
-		VolumeCapability: capability(vol), Secrets: vol.PublishSecrets, PublishContext: vol.publishContext,
-		VolumeContext: volCtx,
+		Secrets: vol.PublishSecrets, PublishContext: vol.publishContext, VolumeContext: volCtx,
 	}
 	if err := d.publish(ctx, c, pod, vol, req, policy.fsGroupPolicy); err != nil {
 		if !mountinfo.IsMountPoint(target) { // never remove through a mount
@@ -218,8 +218,12 @@ func volumeContext(vol Volume, pod *v1.Pod, podInfo bool, mode storagev1.VolumeL
 	return ctx
 }
 
-// capability is a mount volume capability with the PV's access mode.
-func capability(vol Volume) *csipb.VolumeCapability {
+// capability is a mount volume capability with the PV's access mode as
+// upstream maps it: ReadWriteOnce is SINGLE_NODE_MULTI_WRITER and
+// ReadWriteOncePod SINGLE_NODE_SINGLE_WRITER for a driver with the
+// SINGLE_NODE_MULTI_WRITER node capability (multiWriter), both
+// SINGLE_NODE_WRITER for one without.
+func capability(vol Volume, multiWriter bool) *csipb.VolumeCapability {
 	mode := csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
 	switch vol.AccessMode {
 	case v1.ReadOnlyMany:
@@ -227,7 +231,13 @@ func capability(vol Volume) *csipb.VolumeCapability {
 	case v1.ReadWriteMany:
 		mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
 	case v1.ReadWriteOncePod:
-		mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+		if multiWriter {
+			mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+		}
+	case v1.ReadWriteOnce:
+		if multiWriter {
+			mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER
+		}
 	}
 	return &csipb.VolumeCapability{
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: vol.FSType, MountFlags: vol.MountOptions}},

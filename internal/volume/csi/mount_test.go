@@ -223,10 +223,11 @@ func TestPersistentVolumeStagedOncePublishedPerPodUnstagedLast(t *testing.T) {
 	if _, err := f.d.SetUp(ctx, b, f.podDir(b), vol); err != nil {
 		t.Fatal(err)
 	}
-	// Upstream asks twice before each stage and publish: whether the
-	// driver stages, and whether it applies the fsGroup itself.
-	if got := strings.Join(f.srv.calls(), ","); got != strings.Repeat("NodeGetCapabilities,", 2)+"NodeStageVolume,"+
-		strings.Repeat("NodeGetCapabilities,", 2)+"NodePublishVolume,"+strings.Repeat("NodeGetCapabilities,", 2)+"NodePublishVolume" {
+	// Upstream asks three times before each stage and publish: whether
+	// the driver stages, whether it applies the fsGroup itself, and how
+	// it maps access modes (SINGLE_NODE_MULTI_WRITER).
+	if got := strings.Join(f.srv.calls(), ","); got != strings.Repeat("NodeGetCapabilities,", 3)+"NodeStageVolume,"+
+		strings.Repeat("NodeGetCapabilities,", 3)+"NodePublishVolume,"+strings.Repeat("NodeGetCapabilities,", 3)+"NodePublishVolume" {
 		t.Errorf("calls for two pods: %s", got)
 	}
 	if err := f.d.TearDownPod(ctx, f.podDir(a)); err != nil {
@@ -298,5 +299,51 @@ func TestRefusals(t *testing.T) {
 		if len(f.srv.calls()) != 0 {
 			t.Errorf("%s: the driver was called: %v", c.name, f.srv.calls())
 		}
+	}
+}
+
+// Access modes as upstream maps them: ReadWriteOnce and ReadWriteOncePod
+// to the single-node multi-writer modes only for a driver with the
+// SINGLE_NODE_MULTI_WRITER node capability, in stage and publish alike.
+func TestAccessModeFollowsSingleNodeMultiWriterCapability(t *testing.T) {
+	const (
+		writer       = csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+		multiWriter  = csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER
+		singleWriter = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	)
+	for _, tc := range []struct {
+		mode    v1.PersistentVolumeAccessMode
+		capable bool
+		want    csipb.VolumeCapability_AccessMode_Mode
+	}{
+		{v1.ReadWriteOnce, false, writer},
+		{v1.ReadWriteOnce, true, multiWriter},
+		{v1.ReadWriteOncePod, false, writer},
+		{v1.ReadWriteOncePod, true, singleWriter},
+		{v1.ReadOnlyMany, true, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY},
+		{v1.ReadWriteMany, false, csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	} {
+		t.Run(fmt.Sprintf("%s/%v", tc.mode, tc.capable), func(t *testing.T) {
+			f := newFixture(t, hostpathLike)
+			if tc.capable {
+				f.srv.extraCaps = []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}
+			}
+			pod := testPod("a")
+			vol := Volume{SpecName: "pv", Driver: testDriver, Handle: "vol", AccessMode: tc.mode}
+			if _, err := f.d.SetUp(context.Background(), pod, f.podDir(pod), vol); err != nil {
+				t.Fatal(err)
+			}
+			stage := f.srv.last("NodeStageVolume").(*csipb.NodeStageVolumeRequest)
+			pub := f.srv.last("NodePublishVolume").(*csipb.NodePublishVolumeRequest)
+			if got := stage.GetVolumeCapability().GetAccessMode().GetMode(); got != tc.want {
+				t.Errorf("stage access mode %s, want %s", got, tc.want)
+			}
+			if got := pub.GetVolumeCapability().GetAccessMode().GetMode(); got != tc.want {
+				t.Errorf("publish access mode %s, want %s", got, tc.want)
+			}
+			if err := f.d.TearDownPod(context.Background(), f.podDir(pod)); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
