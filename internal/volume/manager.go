@@ -27,6 +27,9 @@ import (
 type Mounted struct {
 	HostPath string
 	ReadOnly bool // the volume itself is read-only, whatever the mount says
+	// Device: HostPath is a raw block device (a claim of volumeMode
+	// Block), for the containers' volumeDevices, not their volumeMounts.
+	Device bool
 }
 
 // Client is what volumes read from the apiserver: ConfigMaps and Secrets

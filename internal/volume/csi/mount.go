@@ -40,6 +40,9 @@ type Volume struct {
 	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
+	// Block is a raw block volume (volumeMode Block): SetUp returns the
+	// device's path on the host.
+	Block bool
 }
 
 // SetUp stages the volume if the driver stages volumes and nobody staged
@@ -48,6 +51,11 @@ type Volume struct {
 // publishing) and with its paths and volume context. vol_data.json
 // is written first, so a restarted Skiff can undo what a crash left.
 func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Volume) (string, error) {
+	if vol.Block && !vol.Inline {
+		if device, ok := d.mappedBlock(podDir, vol); ok {
+			return device, nil
+		}
+	}
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
 	target := filepath.Join(dir, publishTarget)
 	// Published before Skiff restarted: the driver need not be asked,
@@ -76,6 +84,9 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		return "", fmt.Errorf("driver %s requires attachment (its CSIDriver says attachRequired, or there is no CSIDriver object), which this version of Skiff does not support", vol.Driver)
 	}
 	defer d.lock(vol.Driver, vol.Handle)()
+	if vol.Block && !vol.Inline {
+		return d.setUpBlock(ctx, c, pod, podDir, vol, policy.podInfoOnMount)
+	}
 	staging := ""
 	if !vol.Inline {
 		if err := d.stage(ctx, c, vol, pod); err != nil {
