@@ -15,6 +15,9 @@ import (
 type CSI interface {
 	SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol csi.Volume) (string, error)
 	TearDownPod(ctx context.Context, podDir string) error
+	// Expand has the driver grow the volume the pod has set up to size
+	// bytes (NodeExpandVolume).
+	Expand(ctx context.Context, podDir string, vol csi.Volume, size int64) error
 }
 
 var errNoCSI = errors.New("CSI volumes need the CSI driver registry, which this Skiff has not")

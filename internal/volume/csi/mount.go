@@ -40,6 +40,7 @@ type Volume struct {
 	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
+	ExpandSecrets                map[string]string // the PV's nodeExpandSecretRef, for Expand
 	// Block is a raw block volume (volumeMode Block): SetUp returns the
 	// device's path on the host.
 	Block bool

@@ -124,6 +124,11 @@ func (s *nodeServer) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpubli
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
 
+func (s *nodeServer) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	s.record("NodeExpandVolume", r)
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
+}
+
 const testDriver = "fake.csi.test"
 
 // fixture is a registry with the fake driver registered and a CSIDriver
