@@ -127,3 +127,32 @@ func TestBlockPublishOfASymlinkRefused(t *testing.T) {
 		}
 	}
 }
+
+// A driver that swaps the volumeDevices directory, or the pod's
+// volumeDevices directory, for a symlink to a host directory gets
+// nothing made there: Skiff refuses the symlink and the pod waits.
+func TestBlockDirectoriesSwappedForSymlinksRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, swapped := range []string{"plugins/kubernetes.io/csi/volumeDevices", "pods/uid-s/volumeDevices"} {
+		f := newFixture(t, hostpathLike)
+		outside := t.TempDir()
+		link := filepath.Join(f.root, swapped)
+		if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, link); err != nil {
+			t.Fatal(err)
+		}
+		pod := testPod("s")
+		vol := Volume{SpecName: "pv-s", Driver: testDriver, Handle: "vol-s", Block: true}
+		if _, err := f.d.SetUp(ctx, pod, f.podDir(pod), vol); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("%s a symlink: set up %v", swapped, err)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Errorf("%s a symlink: made %v outside the root", swapped, entries)
+		}
+		if f.srv.last("NodePublishVolume") != nil {
+			t.Errorf("%s a symlink: the driver was asked to publish", swapped)
+		}
+	}
+}
