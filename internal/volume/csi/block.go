@@ -164,7 +164,7 @@ func (d *Drivers) tearDownBlock(ctx context.Context, podDir, spec string) error 
 	if err != nil {
 		return err
 	}
-	if !ok { // set up never got as far as the symlink's record
+	if !ok { // not recorded: the driver was never asked
 		klog.InfoS("A pod's CSI block volume has no vol_data.json, forgetting it", "podDir", podDir, "volume", spec)
 		return d.root().removeAt(podDevicesDir(podDir), spec, false)
 	}
