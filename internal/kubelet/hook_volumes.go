@@ -65,5 +65,5 @@ func (k *Kubelet) newVolumes(client kube.Interface, csiDrivers volume.CSI, token
 		vc.Node = k.cluster.node
 	}
 	vols := volume.New(vc)
-	return vols, volumemanager.New(volumemanager.Config{Mounter: vols, Recorder: k.recorder, Clock: k.clock})
+	return vols, volumemanager.New(volumemanager.Config{Mounter: vols, Expander: vols, Recorder: k.recorder, Clock: k.clock})
 }

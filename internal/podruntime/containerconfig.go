@@ -34,9 +34,6 @@ func ContainerLogPath(name string, restartCount int) string {
 
 // containerConfig builds the CRI config of one container attempt.
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, restartCount int, imageRef string, podIPs []string, volumes map[string]volume.Mounted) (*runtimeapi.ContainerConfig, *ContainerError) {
-	if len(c.VolumeDevices) > 0 {
-		return nil, &ContainerError{ReasonCreateContainerConfig, "volumeDevices (raw block volumes) are not supported by this version of Skiff"}
-	}
 	env, err := m.cfg.Env.Env(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
@@ -107,6 +104,12 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		}
 		withDevices(cfg, devices)
 	}
+	// After the device plugins' devices, as upstream.
+	blocks, err := blockDevices(c, volumes)
+	if err != nil {
+		return nil, &ContainerError{ReasonCreateContainerConfig, err.Error()}
+	}
+	cfg.Devices = append(cfg.Devices, blocks...)
 	return cfg, nil
 }
 

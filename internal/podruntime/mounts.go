@@ -21,6 +21,9 @@ func containerMounts(c *v1.Container, podDir string, volumes map[string]volume.M
 		if !ok {
 			return nil, fmt.Errorf("volume %q of mount %s is not prepared", vm.Name, vm.MountPath)
 		}
+		if vol.Device {
+			return nil, fmt.Errorf("volume %q of mount %s is a raw block volume: it goes in volumeDevices", vm.Name, vm.MountPath)
+		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			var err error

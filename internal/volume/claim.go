@@ -57,8 +57,5 @@ func (m *Manager) resolveClaim(ctx context.Context, pod *v1.Pod, name string, ep
 	case ref.UID != pvc.UID:
 		return nil, wrap(fmt.Errorf("found PV object %s but its ClaimRef.UID (%s) does not point to claim.UID (%s)", pv.Name, ref.UID, pvc.UID))
 	}
-	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil, wrap(errors.New("volumeMode Block is not supported by this version of Skiff"))
-	}
 	return pv, nil
 }

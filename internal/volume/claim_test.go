@@ -54,6 +54,7 @@ func TestClaimResolution(t *testing.T) {
 	nfsPVC, nfsPV := bound("nfs", "pv-nfs", v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}})
 	blockPVC, blockPV := bound("block", "pv-block", hostPathSource(dir))
 	blockPVC.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
+	blockPV.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
 	client := fake.NewClientset(okPVC, okPV, unbound, stolenPVC, stolenPV, gcePVC, gcePV, nfsPVC, nfsPV, blockPVC, blockPV)
 	m := New(Config{RootDir: t.TempDir(), Client: client})
 
@@ -66,7 +67,7 @@ func TestClaimResolution(t *testing.T) {
 		{pvcVolume("v", "stolen", false), `does not point to claim.UID`},
 		{pvcVolume("v", "gce", false), `gcePersistentDisk is served only through CSI migration (driver pd.csi.storage.gke.io)`},
 		{pvcVolume("v", "nfs", false), `source nfs is not supported`},
-		{pvcVolume("v", "block", false), `volumeMode Block is not supported`},
+		{pvcVolume("v", "block", false), `volumeMode Block is supported for csi volumes only by this version of Skiff, not hostPath`},
 		{v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{AWSElasticBlockStore: &v1.AWSElasticBlockStoreVolumeSource{VolumeID: "x"}}},
 			`awsElasticBlockStore is served only through CSI migration`},
 	} {
@@ -174,5 +175,32 @@ func TestSubPathInsideAClaimStaysInside(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(disk, "app", "logs")); err != nil || !fi.IsDir() {
 		t.Errorf("the subPath was not made inside the claim: %v", err)
+	}
+}
+
+// A container mounting a block claim, or taking a filesystem claim as a
+// device, is refused with upstream's words, before any driver is asked.
+func TestVolumeModeMismatchRefused(t *testing.T) {
+	dir := t.TempDir()
+	fsPVC, fsPV := bound("fs", "pv-fs", hostPathSource(dir))
+	blockPVC, blockPV := bound("block", "pv-block", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}})
+	blockPV.Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
+	m := New(Config{RootDir: t.TempDir(), Client: fake.NewClientset(fsPVC, fsPV, blockPVC, blockPV)})
+	for _, c := range []struct {
+		claim   string
+		ctr     v1.Container
+		wantErr string
+	}{
+		{"fs", v1.Container{Name: "c", VolumeDevices: []v1.VolumeDevice{{Name: "v", DevicePath: "/dev/xvda"}}},
+			"volume v has volumeMode Filesystem, but is specified in volumeDevices"},
+		{"block", v1.Container{Name: "c", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/data"}}},
+			"volume v has volumeMode Block, but is specified in volumeMounts"},
+	} {
+		vol := pvcVolume("v", c.claim, false)
+		pod := claimPod(vol)
+		pod.Spec.InitContainers = []v1.Container{c.ctr}
+		if _, err := m.SetUpVolume(context.Background(), pod, &pod.Spec.Volumes[0]); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("claim %s: %v, want %q", c.claim, err, c.wantErr)
+		}
 	}
 }

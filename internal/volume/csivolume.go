@@ -16,6 +16,9 @@ type CSI interface {
 	SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol csi.Volume) (string, error)
 	RequiresRepublish(ctx context.Context, driver string) bool
 	TearDownPod(ctx context.Context, podDir string) error
+	// Expand has the driver grow the volume the pod has set up to size
+	// bytes (NodeExpandVolume).
+	Expand(ctx context.Context, podDir string, vol csi.Volume, size int64) error
 }
 
 var errNoCSI = errors.New("CSI volumes need the CSI driver registry, which this Skiff has not")
@@ -38,16 +41,24 @@ func (m *Manager) setUpInlineCSI(ctx context.Context, pod *v1.Pod, vol *v1.Volum
 	return m.setUpCSI(ctx, pod, cv)
 }
 
-// setUpCSIPV stages and publishes a PV's CSI source.
-func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (Mounted, error) {
+// csiPVVolume is a PV's CSI source as a csi.Volume, without secrets.
+func csiPVVolume(pv *v1.PersistentVolume, readOnly bool) csi.Volume {
 	src := pv.Spec.CSI
 	cv := csi.Volume{
 		SpecName: pv.Name, Driver: src.Driver, Handle: src.VolumeHandle, ReadOnly: readOnly || src.ReadOnly,
 		FSType: src.FSType, MountOptions: pv.Spec.MountOptions, AccessMode: v1.ReadWriteOnce, Attributes: src.VolumeAttributes,
+		Block: isBlock(pv),
 	}
 	if len(pv.Spec.AccessModes) > 0 {
 		cv.AccessMode, cv.AccessModes = pv.Spec.AccessModes[0], pv.Spec.AccessModes
 	}
+	return cv
+}
+
+// setUpCSIPV stages and publishes a PV's CSI source.
+func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (Mounted, error) {
+	src := pv.Spec.CSI
+	cv := csiPVVolume(pv, readOnly)
 	var err error
 	if cv.StageSecrets, err = m.csiSecretRef(ctx, pod, src.NodeStageSecretRef); err != nil {
 		return Mounted{}, err
@@ -66,7 +77,7 @@ func (m *Manager) setUpCSI(ctx context.Context, pod *v1.Pod, cv csi.Volume) (Mou
 	if err != nil {
 		return Mounted{}, err
 	}
-	return Mounted{HostPath: target, ReadOnly: cv.ReadOnly, Remount: m.cfg.CSI.RequiresRepublish(ctx, cv.Driver)}, nil
+	return Mounted{HostPath: target, ReadOnly: cv.ReadOnly, Device: cv.Block, Remount: m.cfg.CSI.RequiresRepublish(ctx, cv.Driver)}, nil
 }
 
 func (m *Manager) csiSecretRef(ctx context.Context, pod *v1.Pod, ref *v1.SecretReference) (map[string]string, error) {

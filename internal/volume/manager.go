@@ -30,6 +30,9 @@ type Mounted struct {
 	// Remount asks for the volume to be set up again on every sync of
 	// its pod, while it stays usable (a CSI driver's requiresRepublish).
 	Remount bool
+	// Device: HostPath is a raw block device (a claim of volumeMode
+	// Block), for the containers' volumeDevices, not their volumeMounts.
+	Device bool
 }
 
 // Client is what volumes read from the apiserver: ConfigMaps and Secrets

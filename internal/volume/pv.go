@@ -26,6 +26,15 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (
 		return Mounted{}, fmt.Errorf("MountVolume.NodeAffinity check failed for volume %q : %w", vol.Name, err)
 	}
 	src := pv.Spec.PersistentVolumeSource
+	if err := checkVolumeMode(pod, vol.Name, pv); err != nil {
+		return Mounted{}, err
+	}
+	if isBlock(pv) {
+		if src.CSI == nil {
+			return Mounted{}, fmt.Errorf("PersistentVolume %s: volumeMode Block is supported for csi volumes only by this version of Skiff, not %s", pv.Name, pvSourceType(&src))
+		}
+		return m.setUpCSIPV(ctx, pod, pv, readOnly)
+	}
 	switch {
 	case src.HostPath != nil:
 		mounted, err := setUpHostPath(src.HostPath)
@@ -92,6 +101,7 @@ func pvSourceType(s *v1.PersistentVolumeSource) string {
 		"azureDisk": s.AzureDisk != nil, "azureFile": s.AzureFile != nil, "cinder": s.Cinder != nil,
 		"vsphereVolume": s.VsphereVolume != nil, "portworxVolume": s.PortworxVolume != nil,
 		"csi": s.CSI != nil, "nfs": s.NFS != nil, "iscsi": s.ISCSI != nil, "fc": s.FC != nil,
+		"hostPath": s.HostPath != nil, "local": s.Local != nil,
 		"rbd": s.RBD != nil, "cephfs": s.CephFS != nil, "glusterfs": s.Glusterfs != nil,
 		"flexVolume": s.FlexVolume != nil, "flocker": s.Flocker != nil, "quobyte": s.Quobyte != nil,
 		"scaleIO": s.ScaleIO != nil, "storageos": s.StorageOS != nil, "photonPersistentDisk": s.PhotonPersistentDisk != nil,

@@ -70,6 +70,9 @@ type Recorder interface {
 type Config struct {
 	Mounter  Mounter
 	Recorder Recorder
+	// Expander grows claim volumes in use when their claims grew; nil:
+	// none is.
+	Expander Expander
 	Clock    clock.WithTicker // the real clock when nil
 	// WaitTimeout bounds WaitForMount, OpTimeout one setup operation;
 	// upstream's when zero.
@@ -95,10 +98,11 @@ type volKey struct {
 }
 
 // actualVolume is a volume that is set up. refresh asks for its setup to
-// run again (its content follows API objects); it stays usable meanwhile.
+// run again (its content follows API objects); expand asks whether its
+// claim grew (see expand.go), unless noExpand. It stays usable meanwhile.
 type actualVolume struct {
-	mounted volume.Mounted
-	refresh bool
+	mounted                   volume.Mounted
+	refresh, expand, noExpand bool
 }
 
 // opState is the operation state of one volume: running (done is closed
@@ -137,8 +141,9 @@ func (m *Manager) WaitForMount(ctx context.Context, pod *v1.Pod) (map[string]vol
 	m.mu.Lock()
 	m.desired[pod.UID] = pod
 	for i := range pod.Spec.Volumes {
-		if a := m.actual[volKey{pod.UID, pod.Spec.Volumes[i].Name}]; a != nil && (a.mounted.Remount || volume.Refreshed(&pod.Spec.Volumes[i])) {
-			a.refresh = true
+		if a := m.actual[volKey{pod.UID, pod.Spec.Volumes[i].Name}]; a != nil {
+			a.refresh = a.refresh || a.mounted.Remount || volume.Refreshed(&pod.Spec.Volumes[i])
+			a.expand = a.expand || (m.expands(&pod.Spec.Volumes[i]) && !a.noExpand)
 		}
 	}
 	m.mu.Unlock()

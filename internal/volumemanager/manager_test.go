@@ -101,10 +101,14 @@ type harness struct {
 	clock *testingclock.FakeClock
 }
 
-func start(t *testing.T) *harness {
+func start(t *testing.T, opts ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{mnt: newFakeMounter(), rec: &fakeRecorder{}, clock: testingclock.NewFakeClock(time.Unix(1e9, 0))}
-	h.m = New(Config{Mounter: h.mnt, Recorder: h.rec, Clock: h.clock})
+	cfg := Config{Mounter: h.mnt, Recorder: h.rec, Clock: h.clock}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h.m = New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.m.Run(ctx); close(done) }()

@@ -57,7 +57,8 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) time.Time {
 		for i := range pod.Spec.Volumes {
 			vol := &pod.Spec.Volumes[i]
 			k := volKey{uid, vol.Name}
-			if a := m.actual[k]; a != nil && !a.refresh {
+			a := m.actual[k]
+			if a != nil && !a.refresh && !a.expand {
 				continue
 			}
 			op := m.ops[k]
@@ -76,9 +77,14 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) time.Time {
 			}
 			op.done = make(chan struct{})
 			wg.Add(1)
+			expandOnly := a != nil && !a.refresh
 			go func() {
 				defer wg.Done()
-				m.setUp(ctx, pod, vol, k, op)
+				if expandOnly {
+					m.expand(ctx, pod, vol, k, op)
+				} else {
+					m.setUp(ctx, pod, vol, k, op)
+				}
 			}()
 		}
 	}
@@ -103,7 +109,9 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, vol *v1.Volume, k volK
 		op.notBefore = m.cfg.Clock.Now().Add(wait)
 	} else {
 		op.failures, op.lastErr, op.notBefore = 0, nil, time.Time{}
-		m.actual[k] = &actualVolume{mounted: mounted}
+		// A claim is checked for growth once it is set up too: it may
+		// have grown while no pod used it.
+		m.actual[k] = &actualVolume{mounted: mounted, expand: m.expands(vol)}
 		for _, ch := range m.waiters[k.pod] {
 			close(ch)
 		}

@@ -29,7 +29,7 @@ const csiImage = "skiff.local/csi-hostpath:1"
 // importCSIImage builds an image of the driver and its sidecars on
 // busybox (the driver runs mount and umount) and imports it into the
 // node's runtime.
-func importCSIImage(t *testing.T, cn *clusterNode) {
+func importCSIImage(t *testing.T, cn *clusterNode, sidecars ...string) {
 	t.Helper()
 	dir := t.TempDir()
 	run := func(name string, args ...string) {
@@ -42,7 +42,7 @@ func importCSIImage(t *testing.T, cn *clusterNode) {
 	run("go", "build", "-o", ociimage, "../../hack/ociimage")
 	args := []string{"--name", csiImage, "-o", filepath.Join(dir, "image.tar"),
 		"--add", "/bin/busybox:/bin/busybox", "--busybox-links", "--base-files"}
-	for _, b := range []string{"hostpathplugin", "csi-node-driver-registrar", "csi-provisioner"} {
+	for _, b := range append([]string{"hostpathplugin", "csi-node-driver-registrar", "csi-provisioner"}, sidecars...) {
 		args = append(args, "--add", csiBinary(t, dir, b)+":/"+b)
 	}
 	run(ociimage, args...)
@@ -55,16 +55,32 @@ type csiDriverPods struct {
 	driver  string
 	dataDir string // the driver's volumes, on the host
 	pod     *v1.Pod
+	// resizer: external-resizer runs beside the provisioner, and the
+	// storage class allows expansion.
+	resizer bool
 }
+
+// csiDriverOption changes the driver's deployment.
+type csiDriverOption func(*csiDriverPods)
+
+// withResizer deploys external-resizer too.
+func withResizer(d *csiDriverPods) { d.resizer = true }
 
 // deployCSIDriver creates the driver's CSIDriver object (as its own
 // deployment's), the provisioner's RBAC and the driver pod, and waits for
 // the driver's registration.
-func deployCSIDriver(t *testing.T, cn *clusterNode) *csiDriverPods {
+func deployCSIDriver(t *testing.T, cn *clusterNode, opts ...csiDriverOption) *csiDriverPods {
 	t.Helper()
-	importCSIImage(t, cn)
 	d := &csiDriverPods{clusterNode: cn, driver: fmt.Sprintf("hostpath-%d.csi.k8s.io", cn.rt.id),
 		dataDir: filepath.Join(cn.rt.dir, "csi-data")}
+	for _, o := range opts {
+		o(d)
+	}
+	var sidecars []string
+	if d.resizer {
+		sidecars = append(sidecars, "csi-resizer")
+	}
+	importCSIImage(t, cn, sidecars...)
 	csiDriver := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.driver}, Spec: storagev1.CSIDriverSpec{
 		AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
 		FSGroupPolicy:        ptr.To(storagev1.FileFSGroupPolicy),
@@ -84,7 +100,7 @@ func deployCSIDriver(t *testing.T, cn *clusterNode) *csiDriverPods {
 		if p, err := cn.admin.CoreV1().Pods(cn.ns).Get(context.Background(), d.pod.Name, metav1.GetOptions{}); err == nil {
 			t.Logf("driver pod status: %+v", p.Status.ContainerStatuses)
 		}
-		for _, c := range []string{"hostpath", "registrar", "provisioner"} {
+		for _, c := range append([]string{"hostpath", "registrar", "provisioner"}, sidecars...) {
 			b, _ := os.ReadFile(d.containerLog(c))
 			t.Logf("%s log:\n%s", c, tail(string(b), 30))
 		}
@@ -116,6 +132,10 @@ func (d *csiDriverPods) provisionerRBAC(t *testing.T) {
 		rule("storage.k8s.io", []string{"storageclasses", "csinodes", "volumeattachments", "volumeattributesclasses"}, "get", "list", "watch"),
 		rule("snapshot.storage.k8s.io", []string{"volumesnapshots", "volumesnapshotcontents"}, "get", "list"),
 	}}
+	if d.resizer { // external-resizer's deployment's ClusterRole
+		role.Rules = append(role.Rules, rule("", []string{"persistentvolumeclaims/status"}, "patch"),
+			rule("", []string{"pods"}, "get", "list", "watch"))
+	}
 	_, err = d.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
 	must(t, err)
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -164,12 +184,18 @@ func (d *csiDriverPods) driverPod(t *testing.T) *v1.Pod {
 	registrar.VolumeMounts = append(registrar.VolumeMounts, mount("registration-dir", "/registration", v1.MountPropagationNone))
 	provisioner := container("provisioner", "/csi-provisioner", "--csi-address=/csi/csi.sock", "--v=5")
 	provisioner.Env = []v1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: api.Hostname()}, {Name: "KUBERNETES_SERVICE_PORT", Value: api.Port()}}
+	containers := []v1.Container{driver, registrar, provisioner}
+	if d.resizer {
+		resizer := container("csi-resizer", "/csi-resizer", "--csi-address=/csi/csi.sock", "--v=5")
+		resizer.Env = provisioner.Env
+		containers = append(containers, resizer)
+	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "csi-hostpath", Labels: map[string]string{testLabel: "true"}},
 		Spec: v1.PodSpec{
 			NodeName: d.hostname(), HostNetwork: true, ServiceAccountName: "csi-hostpath",
 			TerminationGracePeriodSeconds: ptr.To[int64](2),
-			Containers:                    []v1.Container{driver, registrar, provisioner},
+			Containers:                    containers,
 			Volumes: []v1.Volume{hostPath("socket-dir", socketDir), hostPath("mountpoint-dir", filepath.Join(d.root, "pods")),
 				hostPath("plugins-dir", filepath.Join(d.root, "plugins")), hostPath("registration-dir", filepath.Join(d.root, "plugins_registry")),
 				hostPath("csi-data-dir", d.dataDir)},
@@ -189,7 +215,8 @@ func (d *csiDriverPods) driverLog() string { return d.containerLog("hostpath") }
 func (d *csiDriverPods) storageClass(t *testing.T) string {
 	t.Helper()
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "csi-hostpath-" + d.ns}, Provisioner: d.driver,
-		ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+		ReclaimPolicy: ptr.To(v1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+		AllowVolumeExpansion: ptr.To(d.resizer)}
 	_, err := d.admin.StorageV1().StorageClasses().Create(d.ctx(), sc, metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() {

@@ -40,6 +40,10 @@ type Volume struct {
 	AccessModes                  []v1.PersistentVolumeAccessMode
 	Attributes                   map[string]string
 	StageSecrets, PublishSecrets map[string]string
+	ExpandSecrets                map[string]string // the PV's nodeExpandSecretRef, for Expand
+	// Block is a raw block volume (volumeMode Block): SetUp returns the
+	// device's path on the host.
+	Block bool
 
 	// publishContext is the VolumeAttachment's attachmentMetadata, for
 	// a volume needing attachment; set by SetUp.
@@ -56,15 +60,11 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 	if err := validDriverName(vol.Driver); err != nil {
 		return "", fmt.Errorf("refused: %w", err)
 	}
+	if path, ok := d.setUpBefore(ctx, podDir, vol); ok {
+		return path, nil
+	}
 	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
 	target := filepath.Join(dir, publishTarget)
-	// Published before (or before Skiff restarted): the driver need not
-	// be asked, nor even be registered yet, unless it wants every sync
-	// to publish again.
-	if v, ok, _ := d.root().readVolData(dir); ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) &&
-		!d.republishNow(ctx, vol.Driver) {
-		return target, nil
-	}
 	c, err := d.client(vol.Driver)
 	if err != nil {
 		return "", err
@@ -89,6 +89,9 @@ func (d *Drivers) SetUp(ctx context.Context, pod *v1.Pod, podDir string, vol Vol
 		}
 	}
 	defer d.lock(vol.Driver, vol.Handle)()
+	if vol.Block && !vol.Inline {
+		return d.setUpBlock(ctx, c, pod, podDir, vol, policy.podInfoOnMount)
+	}
 	staging := ""
 	if !vol.Inline {
 		if err := d.stage(ctx, c, vol, pod); err != nil {
@@ -216,6 +219,22 @@ func volumeContext(vol Volume, pod *v1.Pod, podInfo bool, mode storagev1.VolumeL
 	ctx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
 	ctx["csi.storage.k8s.io/ephemeral"] = strconv.FormatBool(mode == storagev1.VolumeLifecycleEphemeral)
 	return ctx
+}
+
+// setUpBefore returns the volume's path if it was set up for the pod
+// before (or before Skiff restarted): the driver need not be asked, nor
+// even be registered yet, unless it wants every sync to publish again.
+func (d *Drivers) setUpBefore(ctx context.Context, podDir string, vol Volume) (string, bool) {
+	if vol.Block && !vol.Inline {
+		return d.mappedBlock(podDir, vol)
+	}
+	dir := filepath.Join(podVolumesDir(podDir), vol.SpecName)
+	target := filepath.Join(dir, publishTarget)
+	v, ok, _ := d.root().readVolData(dir)
+	if ok && v.DriverName == vol.Driver && mountinfo.IsMountPoint(target) && !d.republishNow(ctx, vol.Driver) {
+		return target, true
+	}
+	return "", false
 }
 
 // capability is a mount volume capability with the PV's access mode as

@@ -37,6 +37,8 @@ type nodeServer struct {
 	noDisk bool
 	// extraCaps are node capabilities beside STAGE_UNSTAGE_VOLUME.
 	extraCaps []csipb.NodeServiceCapability_RPC_Type
+	// linkBlock: a block publish makes the target a symlink.
+	linkBlock bool
 	mu        sync.Mutex
 	log       []string
 	reqs      []any
@@ -94,6 +96,9 @@ func (s *nodeServer) NodePublishVolume(_ context.Context, r *csipb.NodePublishVo
 	if s.noDisk {
 		return &csipb.NodePublishVolumeResponse{}, nil
 	}
+	if r.GetVolumeCapability().GetBlock() != nil {
+		return &csipb.NodePublishVolumeResponse{}, s.publishBlock(r.TargetPath)
+	}
 	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
@@ -111,7 +116,17 @@ func (s *nodeServer) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpubli
 	if err := unix.Unmount(r.TargetPath, 0); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return nil, err
 	}
+	if st, err := os.Lstat(r.TargetPath); err == nil && !st.IsDir() { // a block target: the driver removes it
+		if err := os.Remove(r.TargetPath); err != nil {
+			return nil, err
+		}
+	}
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (s *nodeServer) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	s.record("NodeExpandVolume", r)
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
 }
 
 const testDriver = "fake.csi.test"

@@ -24,7 +24,7 @@ func (d *Drivers) TearDownPod(ctx context.Context, podDir string) error {
 	if err != nil {
 		return fmt.Errorf("CSI volumes of %s: %w", podDir, err)
 	}
-	var errs []error
+	errs := []error{d.tearDownBlocks(ctx, podDir)}
 	for spec, v := range vols {
 		if err := d.tearDown(ctx, podDir, spec, v); err != nil {
 			errs = append(errs, fmt.Errorf("CSI volume %s: %w", spec, err))
