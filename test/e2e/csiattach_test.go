@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,12 +13,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 // The hostpath driver deployed with external-attacher and a CSIDriver
@@ -28,97 +23,6 @@ import (
 // attach/detach controller creates the VolumeAttachment, the attacher
 // calls ControllerPublishVolume, and Skiff stages the volume only once
 // it is attached.
-
-const csiAttacherImage = "skiff.local/csi-attacher:1"
-
-// importCSIAttacherImage builds an image of external-attacher alone (a
-// static binary) and imports it into the node's runtime.
-func importCSIAttacherImage(t *testing.T, cn *clusterNode) {
-	t.Helper()
-	dir := t.TempDir()
-	ociimage := filepath.Join(dir, "ociimage")
-	for _, args := range [][]string{
-		{"go", "build", "-o", ociimage, "../../hack/ociimage"},
-		{ociimage, "--name", csiAttacherImage, "-o", filepath.Join(dir, "image.tar"), "--base-files",
-			"--add", csiBinary(t, dir, "csi-attacher") + ":/csi-attacher"},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	cn.rt.importArchive(t, filepath.Join(dir, "image.tar"))
-}
-
-// deployAttachingCSIDriver deploys the driver pod of deployCSIDriver
-// with attachment on (--enable-attach: NodeStageVolume of a volume not
-// ControllerPublished fails) and an external-attacher container, and
-// the driver's CSIDriver with attachRequired.
-func deployAttachingCSIDriver(t *testing.T, cn *clusterNode) *csiDriverPods {
-	t.Helper()
-	importCSIImage(t, cn)
-	importCSIAttacherImage(t, cn)
-	d := &csiDriverPods{clusterNode: cn, driver: fmt.Sprintf("attach-%d.csi.k8s.io", cn.rt.id),
-		dataDir: filepath.Join(cn.rt.dir, "csi-data")}
-	csiDriver := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.driver}, Spec: storagev1.CSIDriverSpec{
-		AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(true),
-		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
-	}}
-	_, err := cn.admin.StorageV1().CSIDrivers().Create(cn.ctx(), csiDriver, metav1.CreateOptions{})
-	must(t, err)
-	t.Cleanup(func() {
-		_ = cn.admin.StorageV1().CSIDrivers().Delete(context.Background(), d.driver, metav1.DeleteOptions{})
-	})
-	d.provisionerRBAC(t)
-	d.attacherRBAC(t)
-	pod := d.driverPod(t)
-	provisioner := pod.Spec.Containers[2]
-	pod.Spec.Containers[0].Command = append(pod.Spec.Containers[0].Command, "--enable-attach")
-	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "attacher", Image: csiAttacherImage,
-		ImagePullPolicy: v1.PullNever, Command: []string{"/csi-attacher", "--csi-address=/csi/csi.sock", "--v=5"},
-		Env: provisioner.Env, VolumeMounts: provisioner.VolumeMounts})
-	d.pod = cn.createPod(t, pod)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, c := range []string{"hostpath", "attacher"} {
-				b, _ := os.ReadFile(d.containerLog(c))
-				t.Logf("%s log:\n%s", c, tail(string(b), 30))
-			}
-		}
-	})
-	waitFor(t, 90*time.Second, "the driver pod registered its driver", func() (bool, error) {
-		_, ok := cn.csiNodeDriver(d.driver)
-		return ok, nil
-	})
-	return d
-}
-
-// attacherRBAC gives the pod's service account what external-attacher
-// reads and writes (its deployment's ClusterRole).
-func (d *csiDriverPods) attacherRBAC(t *testing.T) {
-	t.Helper()
-	name := "skiff-e2e-csi-attacher-" + d.ns
-	rule := func(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-		rule("", []string{"persistentvolumes"}, "get", "list", "watch", "patch"),
-		rule("", []string{"events"}, "create", "patch", "update"),
-		rule("storage.k8s.io", []string{"csinodes"}, "get", "list", "watch"),
-		rule("storage.k8s.io", []string{"volumeattachments"}, "get", "list", "watch", "patch"),
-		rule("storage.k8s.io", []string{"volumeattachments/status"}, "patch"),
-	}}
-	_, err := d.admin.RbacV1().ClusterRoles().Create(d.ctx(), role, metav1.CreateOptions{})
-	must(t, err)
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "csi-hostpath", Namespace: d.ns}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}}
-	_, err = d.admin.RbacV1().ClusterRoleBindings().Create(d.ctx(), binding, metav1.CreateOptions{})
-	must(t, err)
-	t.Cleanup(func() {
-		_ = d.admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = d.admin.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-}
 
 // firstCall is the line number of the first gRPC call of method on the
 // volume in the driver's log (its "GRPC request" line, after the call's,
@@ -174,7 +78,7 @@ func TestCSIAttachBeforeStage(t *testing.T) {
 	if got := node.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"]; got != "true" {
 		t.Errorf("controller-managed-attach-detach annotation %q, want true", got)
 	}
-	d := deployAttachingCSIDriver(t, cn)
+	d := deployCSIDriver(t, cn, withAttacher)
 	sc := d.storageClass(t)
 	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "disk"}, Spec: v1.PersistentVolumeClaimSpec{
 		AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: &sc,

@@ -58,6 +58,10 @@ type csiDriverPods struct {
 	// resizer: external-resizer runs beside the provisioner, and the
 	// storage class allows expansion.
 	resizer bool
+	// attacher: the driver attaches (--enable-attach: NodeStageVolume
+	// of a volume not ControllerPublished fails), external-attacher runs
+	// beside the provisioner, and the CSIDriver says attachRequired.
+	attacher bool
 }
 
 // csiDriverOption changes the driver's deployment.
@@ -65,6 +69,10 @@ type csiDriverOption func(*csiDriverPods)
 
 // withResizer deploys external-resizer too.
 func withResizer(d *csiDriverPods) { d.resizer = true }
+
+// withAttacher deploys the driver as one of network disks is: attaching,
+// with external-attacher, its CSIDriver saying attachRequired.
+func withAttacher(d *csiDriverPods) { d.attacher = true }
 
 // deployCSIDriver creates the driver's CSIDriver object (as its own
 // deployment's), the provisioner's RBAC and the driver pod, and waits for
@@ -80,12 +88,21 @@ func deployCSIDriver(t *testing.T, cn *clusterNode, opts ...csiDriverOption) *cs
 	if d.resizer {
 		sidecars = append(sidecars, "csi-resizer")
 	}
-	importCSIImage(t, cn, sidecars...)
 	csiDriver := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.driver}, Spec: storagev1.CSIDriverSpec{
 		AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
 		FSGroupPolicy:        ptr.To(storagev1.FileFSGroupPolicy),
 		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral},
 	}}
+	if d.attacher {
+		// A shorter name: the registrar's socket path has a length limit.
+		d.driver = fmt.Sprintf("attach-%d.csi.k8s.io", cn.rt.id)
+		sidecars = append(sidecars, "csi-attacher")
+		csiDriver = &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.driver}, Spec: storagev1.CSIDriverSpec{
+			AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(true),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		}}
+	}
+	importCSIImage(t, cn, sidecars...)
 	_, err := cn.admin.StorageV1().CSIDrivers().Create(cn.ctx(), csiDriver, metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() {
@@ -135,6 +152,10 @@ func (d *csiDriverPods) provisionerRBAC(t *testing.T) {
 	if d.resizer { // external-resizer's deployment's ClusterRole
 		role.Rules = append(role.Rules, rule("", []string{"persistentvolumeclaims/status"}, "patch"),
 			rule("", []string{"pods"}, "get", "list", "watch"))
+	}
+	if d.attacher { // external-attacher's deployment's ClusterRole
+		role.Rules = append(role.Rules, rule("storage.k8s.io", []string{"volumeattachments"}, "patch"),
+			rule("storage.k8s.io", []string{"volumeattachments/status"}, "patch"))
 	}
 	_, err = d.admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
 	must(t, err)
@@ -189,6 +210,12 @@ func (d *csiDriverPods) driverPod(t *testing.T) *v1.Pod {
 		resizer := container("csi-resizer", "/csi-resizer", "--csi-address=/csi/csi.sock", "--v=5")
 		resizer.Env = provisioner.Env
 		containers = append(containers, resizer)
+	}
+	if d.attacher {
+		containers[0].Command = append(containers[0].Command, "--enable-attach")
+		attacher := container("csi-attacher", "/csi-attacher", "--csi-address=/csi/csi.sock", "--v=5")
+		attacher.Env = provisioner.Env
+		containers = append(containers, attacher)
 	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "csi-hostpath", Labels: map[string]string{testLabel: "true"}},
