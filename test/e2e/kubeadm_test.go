@@ -70,8 +70,12 @@ func TestKubeadmJoin(t *testing.T) {
 	// The control plane, as `kubeadm init` would have left it: its
 	// ClusterConfiguration and the kubelet's configuration uploaded, the
 	// bootstrap token, cluster-info and the bootstrap and CSR RBAC.
+	// The kubelet's ports come from the uploaded configuration, as an
+	// operator may set them, and are free ones: the machine's :10250 may be
+	// anyone's (a kubelet of its own, an outgoing connection's source port).
+	apiPort, healthzPort := freePort(t), freePort(t)
 	initCfg := filepath.Join(dir, "init.yaml")
-	must(t, os.WriteFile(initCfg, []byte(kubeadmInitConfig(c, token)), 0o600))
+	must(t, os.WriteFile(initCfg, []byte(kubeadmInitConfig(c, token, apiPort, healthzPort)), 0o600))
 	for _, phase := range [][]string{{"upload-config", "kubeadm"}, {"upload-config", "kubelet"}, {"bootstrap-token"}} {
 		args := append([]string{"init", "phase"}, phase...)
 		kubeadm(t, binDir, append(args, "--config", initCfg, "--kubeconfig", c.AdminKubeconfig())...)
@@ -86,10 +90,12 @@ func TestKubeadmJoin(t *testing.T) {
 
 	joinCfg := filepath.Join(dir, "join.yaml")
 	must(t, os.WriteFile(joinCfg, []byte(kubeadmJoinConfig(t, c, token)), 0o600))
-	// No preflight error is ignored: KubeletVersion runs `kubelet
-	// --version` (Skiff) and must parse. On this machine the rest only
-	// warn (cgroup v1, the node name not resolving, no systemd unit).
-	out := kubeadm(t, binDir, "join", "--config", joinCfg, "-v=1")
+	// One preflight error is ignored: Port-10250, which kubeadm checks
+	// whatever port the kubelet's configuration gives, and this kubelet
+	// does not use. KubeletVersion runs `kubelet --version` (Skiff) and
+	// must parse. On this machine the rest only warn (cgroup v1, the node
+	// name not resolving, no systemd unit).
+	out := kubeadm(t, binDir, "join", "--config", joinCfg, "--ignore-preflight-errors=Port-10250", "-v=1")
 	t.Logf("kubeadm join:\n%s", tail(out, 40))
 
 	// TLS bootstrap: kubeadm waited for the kubeconfig Skiff writes; the
@@ -109,16 +115,19 @@ func TestKubeadmJoin(t *testing.T) {
 		s, _ := nodeReady(n)
 		return s == v1.ConditionTrue, nil
 	})
-	checkKubeadmNode(t, c)
+	checkKubeadmNode(t, c, apiPort)
 	runKubeadmDeployment(t, c)
 }
 
 // checkKubeadmNode checks what the kubelet arguments kubeadm wrote
 // (kubeletExtraArgs) and the uploaded configuration made of the Node.
-func checkKubeadmNode(t *testing.T, c *cluster.Cluster) {
+func checkKubeadmNode(t *testing.T, c *cluster.Cluster, apiPort int) {
 	t.Helper()
 	n, err := c.Client().CoreV1().Nodes().Get(context.Background(), kubeadmNodeName, metav1.GetOptions{})
 	must(t, err)
+	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; int(got) != apiPort {
+		t.Errorf("kubelet endpoint port %d, want the uploaded configuration's %d", got, apiPort)
+	}
 	if n.Spec.ProviderID != kubeadmProvider {
 		t.Errorf("spec.providerID = %q, want %q", n.Spec.ProviderID, kubeadmProvider)
 	}
@@ -196,7 +205,7 @@ func deleteKubeadmPods(t *testing.T, c *cluster.Cluster, ns string) {
 	})
 }
 
-func kubeadmInitConfig(c *cluster.Cluster, token string) string {
+func kubeadmInitConfig(c *cluster.Cluster, token string, apiPort, healthzPort int) string {
 	o := c.Options()
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
@@ -220,7 +229,10 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 cgroupRoot: %s
-`, token, criEndpoint, strings.TrimPrefix(c.APIServerURL(), "https://"), o.ServiceCIDR, o.ClusterCIDR, e2eCgroupRoot)
+port: %d
+healthzPort: %d
+`, token, criEndpoint, strings.TrimPrefix(c.APIServerURL(), "https://"), o.ServiceCIDR, o.ClusterCIDR, e2eCgroupRoot,
+		apiPort, healthzPort)
 }
 
 func kubeadmJoinConfig(t *testing.T, c *cluster.Cluster, token string) string {
