@@ -86,6 +86,14 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, st *conta
 	k.setWaiting(pod.UID, nil)
 	k.computeStatus(k.allocatedPod(pod), final, true)
 	k.statuses.TerminatePod(pod)
+	// An ended pod gives its volumes back now, as upstream's does, not
+	// when it is deleted: a claim's volume is unpublished and unstaged,
+	// free to detach or delete, while the pod stays for its status and
+	// logs. A failure is retried with the rest of this step.
+	if err := k.volumeManager.TearDownVolumes(ctx, pod.UID); err != nil {
+		k.recorder.Eventf(pod, v1.EventTypeWarning, "FailedUnMount", "Unable to tear down the volumes of the ended pod: %v", err)
+		return fmt.Errorf("tear down volumes: %w", err)
+	}
 	if k.resize.enabled {
 		k.resize.Retry() // what the pod held is free: deferred resizes may fit
 	}

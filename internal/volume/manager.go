@@ -123,6 +123,40 @@ func Refreshed(vol *v1.Volume) bool {
 // everything of the pod on disk.
 func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	dir := m.PodDir(uid)
+	if err := m.unmountPod(ctx, dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	if m.cfg.Tokens != nil {
+		m.cfg.Tokens.Forget(uid)
+	}
+	m.immutable.forget(uid)
+	return nil
+}
+
+// TearDownVolumes unpublishes the pod's CSI volumes, unmounts its
+// volumes and removes their directories (an emptyDir's data goes with
+// them), as upstream does once a pod's containers have all ended. The
+// rest of the pod's directory (etc-hosts, termination message files)
+// stays until TearDown.
+func (m *Manager) TearDownVolumes(ctx context.Context, uid types.UID) error {
+	dir := m.PodDir(uid)
+	if err := m.unmountPod(ctx, dir); err != nil {
+		return err
+	}
+	for _, sub := range []string{"volumes", subPathsDir} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return fmt.Errorf("remove the pod's %s: %w", sub, err)
+		}
+	}
+	return nil
+}
+
+// unmountPod unpublishes the CSI volumes of the pod directory dir and
+// unmounts everything below it, failing while anything stays mounted.
+func (m *Manager) unmountPod(ctx context.Context, dir string) error {
 	if m.cfg.CSI != nil {
 		if err := m.cfg.CSI.TearDownPod(ctx, dir); err != nil {
 			return err // nothing is unmounted under a driver's feet
@@ -142,13 +176,6 @@ func (m *Manager) TearDown(ctx context.Context, uid types.UID) error {
 	if left := mountsUnder(dir); len(left) > 0 {
 		return fmt.Errorf("still mounted after unmounting: %v", left)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove pod directory: %w", err)
-	}
-	if m.cfg.Tokens != nil {
-		m.cfg.Tokens.Forget(uid)
-	}
-	m.immutable.forget(uid)
 	return nil
 }
 

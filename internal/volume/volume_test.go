@@ -66,6 +66,22 @@ func TestSetUpAndTearDown(t *testing.T) {
 	if uids, _ := m.PodsOnDisk(); len(uids) != 1 || uids[0] != "u1" {
 		t.Errorf("pods on disk %v", uids)
 	}
+	// An ended pod's volumes go, with the emptyDir's data; its directory
+	// and other files stay until the pod is gone.
+	for _, f := range []string{filepath.Join(got["scratch"].HostPath, "data"), filepath.Join(m.PodDir("u1"), "etc-hosts")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.TearDownVolumes(context.Background(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(m.PodDir("u1"), "volumes")); !os.IsNotExist(err) {
+		t.Errorf("volumes left after TearDownVolumes: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(m.PodDir("u1"), "etc-hosts")); err != nil {
+		t.Errorf("TearDownVolumes removed the pod's other files: %v", err)
+	}
 	if err := m.TearDown(context.Background(), "u1"); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,8 @@
 // WaitForMount blocks the pod's worker until then, until the worker's
 // context ends (the pod must stop), or for at most 2 min 3 s (upstream's
 // bound), after which the worker retries the sync. Volumes are torn down
-// once the pod's containers are gone (TearDownPod).
+// once the pod's containers have all ended (TearDownVolumes), and the
+// pod's directory with them once the pod is gone (TearDownPod).
 package volumemanager
 
 import (
@@ -55,10 +56,12 @@ const (
 )
 
 // Mounter sets up one volume of a pod and tears all of a pod's volumes
-// down (*volume.Manager).
+// down: with the pod's directory (TearDown) or without it
+// (TearDownVolumes). *volume.Manager is one.
 type Mounter interface {
 	SetUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (volume.Mounted, error)
 	TearDown(ctx context.Context, uid types.UID) error
+	TearDownVolumes(ctx context.Context, uid types.UID) error
 }
 
 // Recorder records events on pods.
@@ -208,10 +211,32 @@ func (m *Manager) timeoutError(uid types.UID, missing []string) error {
 var errTimeout = errors.New("timed out waiting for the condition")
 
 // TearDownPod removes the pod from the desired state, waits for its
-// running operations to end, forgets its volumes and tears them down. It
-// is called once none of the pod's containers is left, and for pod
-// directories nobody knows (a pod deleted while Skiff was down).
+// running operations to end, forgets its volumes and tears them down with
+// the pod's directory. It is called once the pod is gone (no source wants
+// it and none of its containers is left), and for pod directories nobody
+// knows (a pod deleted while Skiff was down).
 func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
+	if err := m.forget(ctx, uid); err != nil {
+		return err
+	}
+	return m.cfg.Mounter.TearDown(ctx, uid)
+}
+
+// TearDownVolumes is TearDownPod for a pod whose containers have all
+// ended but which is still known (a Succeeded or Failed pod, kept for
+// its status and logs): its volumes are torn down, as upstream does then,
+// so that a claim's volume is unpublished, unstaged and free to detach
+// while the pod object stays. The pod's directory stays.
+func (m *Manager) TearDownVolumes(ctx context.Context, uid types.UID) error {
+	if err := m.forget(ctx, uid); err != nil {
+		return err
+	}
+	return m.cfg.Mounter.TearDownVolumes(ctx, uid)
+}
+
+// forget removes the pod from the desired state, waits for its running
+// operations to end and forgets its volumes.
+func (m *Manager) forget(ctx context.Context, uid types.UID) error {
 	m.mu.Lock()
 	delete(m.desired, uid)
 	var running []chan struct{}
@@ -241,7 +266,7 @@ func (m *Manager) TearDownPod(ctx context.Context, uid types.UID) error {
 	}
 	delete(m.waiters, uid)
 	m.mu.Unlock()
-	return m.cfg.Mounter.TearDown(ctx, uid)
+	return nil
 }
 
 // RetryNow ends the back-off of every failed volume, for when a cause

@@ -25,6 +25,7 @@ type fakeMounter struct {
 	setUp    map[string]func(ctx context.Context) error // by volume name
 	calls    map[string]int
 	tornDown []types.UID
+	released []types.UID // TearDownVolumes: the volumes, not the directory
 }
 
 func newFakeMounter() *fakeMounter {
@@ -48,6 +49,13 @@ func (f *fakeMounter) TearDown(_ context.Context, uid types.UID) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tornDown = append(f.tornDown, uid)
+	return nil
+}
+
+func (f *fakeMounter) TearDownVolumes(_ context.Context, uid types.UID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, uid)
 	return nil
 }
 
@@ -279,6 +287,38 @@ func TestTearDownWaitsForRunningSetupAndStopsRetries(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if n := h.mnt.count("slow"); n != 1 {
 		t.Errorf("a removed pod's volume was set up %d times", n)
+	}
+}
+
+// A pod whose containers have all ended gives its volumes back but keeps
+// its directory, and nothing of it is set up again.
+func TestTearDownVolumesOfAnEndedPod(t *testing.T) {
+	h := start(t)
+	pod := podWith("e", v1.Volume{Name: "data"})
+	if _, err := h.m.WaitForMount(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.TearDownVolumes(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	h.mnt.mu.Lock()
+	released, tornDown := h.mnt.released, h.mnt.tornDown
+	h.mnt.mu.Unlock()
+	if len(released) != 1 || released[0] != pod.UID || len(tornDown) != 0 {
+		t.Errorf("volumes torn down for %v, pod directories for %v", released, tornDown)
+	}
+	h.m.mu.Lock()
+	_, desired := h.m.desired[pod.UID]
+	_, actual := h.m.actual[volKey{pod.UID, "data"}]
+	h.m.mu.Unlock()
+	if desired || actual {
+		t.Errorf("the ended pod is still desired (%v) or set up (%v)", desired, actual)
+	}
+	h.clock.Step(time.Hour)
+	h.m.poke()
+	time.Sleep(20 * time.Millisecond)
+	if n := h.mnt.count("data"); n != 1 {
+		t.Errorf("an ended pod's volume was set up %d times", n)
 	}
 }
 

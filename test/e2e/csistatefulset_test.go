@@ -72,8 +72,9 @@ func csiTarget(cn *clusterNode, p *v1.Pod, pv string) string {
 // mount). A StatefulSet's claim is provisioned, staged and published;
 // its data, written in the pod, is kept on the driver's storage, read by
 // the pod that replaces a deleted one, and still read by the pod after a
-// Skiff restart. Once the StatefulSet, its claim and the driver pod are
-// gone, nothing stays mounted under the root directory.
+// Skiff restart. A generic ephemeral volume of the driver's storage
+// class lives and goes with its pod. Once the StatefulSet, its claim and
+// the driver pod are gone, nothing stays mounted under the root directory.
 func TestCSIDriverPodsServeAStatefulSet(t *testing.T) {
 	cn := newPrivateClusterNode(t)
 	cn.start()
@@ -137,7 +138,57 @@ func csiDriverPodsServeAStatefulSet(t *testing.T, cn *clusterNode) {
 		t.Errorf("the volume is no longer mounted at %s after the restart", csiTarget(cn, after, pv))
 	}
 
+	genericEphemeralThroughDriver(t, d, sc)
 	tearDownStatefulSet(t, d, pv)
+}
+
+// genericEphemeralThroughDriver runs a pod with a generic ephemeral
+// volume of the driver's storage class: the claim the ephemeral volume
+// controller makes for the pod is provisioned by the driver, published
+// for the pod and takes its write; once the pod has ended its volume is
+// unpublished, the pod object still there; once the pod is deleted, the claim
+// (the pod owns it) and the provisioned volume go with its data.
+func genericEphemeralThroughDriver(t *testing.T, d *csiDriverPods, storageClass string) {
+	t.Helper()
+	cn := d.clusterNode
+	token := "scratch-" + cn.ns
+	p := busyboxPod("scratch", "echo "+token+" > /scratch/f")
+	p.Spec.RestartPolicy = v1.RestartPolicyNever
+	p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: &storageClass,
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Mi")}},
+		}}}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/scratch"}}
+	pod := cn.createPod(t, p)
+	cn.waitPod(t, cn.ns, "scratch", 90*time.Second, "Succeeded", succeeded)
+	pvc, err := cn.admin.CoreV1().PersistentVolumeClaims(cn.ns).Get(cn.ctx(), "scratch-data", metav1.GetOptions{})
+	must(t, err)
+	if !metav1.IsControlledBy(pvc, pod) || pvc.Spec.VolumeName == "" {
+		t.Fatalf("the ephemeral claim is not the pod's, or not bound: %v %q", pvc.OwnerReferences, pvc.Spec.VolumeName)
+	}
+	if got := filesHolding(t, d.dataDir, token); len(got) != 1 {
+		t.Errorf("files of the driver's storage holding the pod's write: %v, want one", got)
+	}
+	// The ended pod gives its volume back while the pod object stays.
+	target := csiTarget(cn, pod, pvc.Spec.VolumeName)
+	waitFor(t, 60*time.Second, "the ended pod's volume unpublished", func() (bool, error) {
+		return !isMountPoint(target), nil
+	})
+	if _, err := os.Stat(filepath.Dir(target)); !os.IsNotExist(err) {
+		t.Errorf("the ended pod's volume directory is left: %v", err)
+	}
+	if _, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), "scratch", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the ended pod is gone before its deletion: %v", err)
+	}
+	must(t, cn.admin.CoreV1().Pods(cn.ns).Delete(cn.ctx(), "scratch", metav1.DeleteOptions{}))
+	waitFor(t, 90*time.Second, "the ephemeral claim's volume deleted with the pod", func() (bool, error) {
+		_, err := cn.admin.CoreV1().PersistentVolumes().Get(cn.ctx(), pvc.Spec.VolumeName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if got := filesHolding(t, d.dataDir, token); len(got) != 0 {
+		t.Errorf("the ephemeral volume's data outlived it: %v", got)
+	}
 }
 
 // tearDownStatefulSet deletes the StatefulSet, its claim (the
