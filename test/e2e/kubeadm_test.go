@@ -224,15 +224,17 @@ networking:
   podSubnet: %s
 ---
 # The dev containerd uses cgroupfs (kubeadm's default is systemd); the
-# pods' cgroups go under the e2e root the other tests clean.
+# pods' cgroups go under the e2e root the other tests clean. The disk
+# thresholds are hostDiskConfig's: the machine's disk may be fuller than
+# the defaults allow, and disk pressure would taint the node.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 cgroupRoot: %s
 port: %d
 healthzPort: %d
-`, token, criEndpoint, strings.TrimPrefix(c.APIServerURL(), "https://"), o.ServiceCIDR, o.ClusterCIDR, e2eCgroupRoot,
-		apiPort, healthzPort)
+%s`, token, criEndpoint, strings.TrimPrefix(c.APIServerURL(), "https://"), o.ServiceCIDR, o.ClusterCIDR, e2eCgroupRoot,
+		apiPort, healthzPort, hostDiskConfig)
 }
 
 func kubeadmJoinConfig(t *testing.T, c *cluster.Cluster, token string) string {
