@@ -215,24 +215,7 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 			return err
 		}
 		from := time.Now()
-		var r batchResult
-		switch w {
-		case "a":
-			wr.Name = fmt.Sprintf(workloadNames[w], b.o.small)
-			r = runBatch(ctx, b.client, ns, b.o.small, false, b.o.hold, nil)
-		case "b":
-			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
-			r = runBatch(ctx, b.client, ns, b.o.large, false, b.o.hold, b.heapHook(ctx, kind, round))
-		case "c":
-			wr.Name = fmt.Sprintf(workloadNames[w], b.o.large)
-			r = runBatch(ctx, b.client, ns, b.o.large, true, b.o.hold, nil)
-		case "d":
-			wr.Name = fmt.Sprintf(workloadNames[w], b.o.churn, b.o.flight)
-			r = runChurn(ctx, b.client, ns, b.o.churn, b.o.flight)
-		case "e":
-			wr.Name = fmt.Sprintf(workloadNames[w], b.o.kills)
-			r, wr.Kill = b.runKills(ctx, ns, b.o.kills)
-		}
+		r := b.runWorkload(ctx, ns, wr)
 		sleepCtx(ctx, 2*time.Second) // trailing event and status requests
 		if wr.Requests, err = b.audit.next("system:node:" + nodeName); err != nil {
 			return err
@@ -253,6 +236,38 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 		}
 	}
 	return nil
+}
+
+// runWorkload runs wr's workload in ns and names it. For the pod starts
+// (a–d) it takes the kubelet's CRI operation counts just before the first
+// create and again once every pod is Ready (the churn loop: at its end).
+func (b *bench) runWorkload(ctx context.Context, ns string, wr *workloadResult) batchResult {
+	var before, after criOps
+	h := batchHooks{
+		beforeCreate: func() { before = b.scrapeCRIOps(ctx, wr.Kubelet) },
+		allReady:     func() { after = b.scrapeCRIOps(ctx, wr.Kubelet) },
+	}
+	var r batchResult
+	switch wr.Workload {
+	case "a":
+		wr.Name = fmt.Sprintf(workloadNames["a"], b.o.small)
+		r = runBatch(ctx, b.client, ns, b.o.small, false, b.o.hold, h)
+	case "b":
+		wr.Name = fmt.Sprintf(workloadNames["b"], b.o.large)
+		h.atSteady = b.heapHook(ctx, wr.Kubelet, wr.Round)
+		r = runBatch(ctx, b.client, ns, b.o.large, false, b.o.hold, h)
+	case "c":
+		wr.Name = fmt.Sprintf(workloadNames["c"], b.o.large)
+		r = runBatch(ctx, b.client, ns, b.o.large, true, b.o.hold, h)
+	case "d":
+		wr.Name = fmt.Sprintf(workloadNames["d"], b.o.churn, b.o.flight)
+		r = runChurn(ctx, b.client, ns, b.o.churn, b.o.flight, h)
+	case "e":
+		wr.Name = fmt.Sprintf(workloadNames["e"], b.o.kills)
+		r, wr.Kill = b.runKills(ctx, ns, b.o.kills)
+	}
+	wr.CRI = criDelta(before, after, len(r.pods))
+	return r
 }
 
 // namespace creates a fresh namespace and waits for its ServiceAccount

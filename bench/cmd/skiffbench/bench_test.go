@@ -104,15 +104,7 @@ func TestRowsAndRatios(t *testing.T) {
 	r.add(&workloadResult{Workload: "c", Name: "c", Kubelet: upstream, Round: 1, Pods: 2, Ready: []float64{3},
 		QuietWaitSeconds: 35, IdleAtStart: 0.83})
 	r.computeRows()
-	find := func(section, metric string) row {
-		for _, x := range r.Rows {
-			if x.Section == section && x.Metric == metric {
-				return x
-			}
-		}
-		t.Fatalf("no row %s / %s", section, metric)
-		return row{}
-	}
+	find := func(section, metric string) row { return findRow(t, r.Rows, section, metric) }
 	if x := find("a: batch of 2", "create→Ready p99 (s)"); x.Skiff != 2 || x.Upstream != 4 || x.Ratio != 0.5 {
 		t.Errorf("p99 row = %+v", x)
 	}
@@ -132,6 +124,18 @@ func TestRowsAndRatios(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
+}
+
+// findRow is the table's row of a metric, or fails the test.
+func findRow(t *testing.T, rows []row, section, metric string) row {
+	t.Helper()
+	for _, x := range rows {
+		if x.Section == section && x.Metric == metric {
+			return x
+		}
+	}
+	t.Fatalf("no row %s / %s", section, metric)
+	return row{}
 }
 
 func TestParseProcStat(t *testing.T) {

@@ -27,16 +27,13 @@ func (b *bench) heapHook(ctx context.Context, kind string, round int) func() {
 // the results.
 func (b *bench) heapProfile(ctx context.Context, kind string, round int) {
 	path := filepath.Join(b.dir, fmt.Sprintf("r%d-%s.heap.pprof", round, kind))
-	proxy := func(endpoint string) *rest.Request {
-		return b.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", nodeName, "proxy", endpoint)
-	}
-	metrics, err := proxy("metrics").DoRaw(ctx)
+	metrics, err := b.nodeProxy("metrics").DoRaw(ctx)
 	if err != nil {
 		fmt.Printf("  metrics of %s: %v\n", kind, err)
 	} else if err := os.WriteFile(memstatsPath(path), goMemoryLines(metrics), 0o644); err != nil {
 		fmt.Printf("  metrics of %s: %v\n", kind, err)
 	}
-	raw, err := proxy("debug/pprof/heap").Param("gc", "1").DoRaw(ctx)
+	raw, err := b.nodeProxy("debug/pprof/heap").Param("gc", "1").DoRaw(ctx)
 	if err != nil {
 		fmt.Printf("  heap profile of %s: %v\n", kind, err)
 		return
@@ -46,6 +43,13 @@ func (b *bench) heapProfile(ctx context.Context, kind string, round int) {
 		return
 	}
 	b.results.heaps[kind] = path
+}
+
+// nodeProxy is a GET of the bench node's kubelet endpoint through the
+// apiserver's node proxy, which reaches :10250 the same way for Skiff and
+// upstream.
+func (b *bench) nodeProxy(endpoint string) *rest.Request {
+	return b.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", nodeName, "proxy", endpoint)
 }
 
 // memstatsPath is where the Go memory statistics taken with a heap

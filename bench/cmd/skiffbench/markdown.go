@@ -49,6 +49,12 @@ func (r *results) markdown() string {
 		b.WriteString("\n### Skiff's pod start-up breakdown\n")
 		b.WriteString(bd)
 	}
+	if ct := r.criTable(); ct != "" {
+		b.WriteString("\n### CRI operations per pod by type (median over rounds)\n\n")
+		b.WriteString("Each kubelet's kubelet_runtime_operations_total from just before the first create to the last pod Ready (d: to the end of its loop, deletions included), its periodic calls in that window included. Reads: " +
+			strings.Join(criReads, ", ") + "; writes: " + strings.Join(criWrites, ", ") + "; the rest (exec_sync, ...): other.\n\n")
+		b.WriteString(ct)
+	}
 	b.WriteString("\n### API requests per pod by kind (median over rounds)\n\n")
 	b.WriteString(r.requestTable())
 	return b.String()

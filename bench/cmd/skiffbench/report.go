@@ -163,6 +163,7 @@ func workloadMetrics(w string) []metric {
 			metric{"  of which anonymous (MB)", perRound(func(x *workloadResult) float64 { return x.Steady.MedianAnonMB })},
 			metric{"steady CPU, all Ready (% of a core)", perRound(func(x *workloadResult) float64 { return x.Steady.CPUPercent })})
 	}
+	ms = append(ms, criMetrics(w)...)
 	return append(ms,
 		metric{"peak RSS (MB)", perRound(func(x *workloadResult) float64 { return x.Usage.PeakRSSMB })},
 		metric{"CPU time (s)", perRound(func(x *workloadResult) float64 { return x.Usage.CPUSeconds })},

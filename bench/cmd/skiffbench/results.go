@@ -36,6 +36,8 @@ type workloadResult struct {
 	// how many there were (their creates are in Requests; see perPod).
 	Breakdown       map[string][]float64 `json:"breakdown,omitempty"`
 	BreakdownEvents int                  `json:"breakdownEvents,omitempty"`
+	// Workloads a–d: the kubelet's CRI operations per pod (crireads.go).
+	CRI *criPerPod `json:"cri,omitempty"`
 	// Workload e: per killed container, seconds between the stages of
 	// its report (kill.go).
 	Kill map[string][]float64 `json:"kill,omitempty"`
@@ -83,6 +85,9 @@ func (w *workloadResult) line() string {
 	s := fmt.Sprintf("%-34s ready p50 %5.2fs p99 %5.2fs makespan %5.2fs, delete p50 %5.2fs, %5.1f req/pod, peak %3.0f MB, %.1f CPU s",
 		w.Name, percentile(w.Ready, 50), percentile(w.Ready, 99), w.ReadyMakespan, percentile(w.Delete, 50),
 		w.requestsPerPod(), w.Usage.PeakRSSMB, w.Usage.CPUSeconds)
+	if c := w.CRI; c != nil {
+		s += fmt.Sprintf("; CRI per pod: %.1f reads (%.1f state), %.1f writes, %.1f other", c.Reads, c.StateReads, c.Writes, c.Other)
+	}
 	if ew := w.Kill[exitWatch]; len(ew) > 0 {
 		s += fmt.Sprintf("; %d kills: exit→watch p50 %.3fs p90 %.3fs (exit→patch p50 %.3fs, patch→watch p50 %.3fs)",
 			len(ew), percentile(ew, 50), percentile(ew, 90), percentile(w.Kill[exitPatch], 50), percentile(w.Kill[patchWatch], 50))

@@ -71,12 +71,25 @@ func parallel(n, width int, f func(i int)) {
 	wg.Wait()
 }
 
+// batchHooks run at a workload's moments; a nil one is skipped.
+type batchHooks struct {
+	beforeCreate func() // just before the first create request
+	allReady     func() // once every pod is Ready (churn: the loop ended)
+	atSteady     func() // at the end of a batch's hold
+}
+
+func callHook(f func()) {
+	if f != nil {
+		f()
+	}
+}
+
 // runBatch creates n pods at once, waits until all are Ready, holds them
-// for hold, runs atSteady (if not nil) after the hold, then deletes them all
-// at once and waits until they are gone.
-func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int, probe bool, hold time.Duration, atSteady func()) batchResult {
+// for hold, then deletes them all at once and waits until they are gone,
+// running the hooks on the way.
+func runBatch(ctx context.Context, client kubernetes.Interface, ns string, n int, probe bool, hold time.Duration, h batchHooks) batchResult {
 	return watched(ctx, client, ns, func(w *podWatch, pods typedcorev1.PodInterface) batchResult {
-		return batch(ctx, w, pods, n, probe, hold, atSteady)
+		return batch(ctx, w, pods, n, probe, hold, h)
 	})
 }
 
@@ -93,7 +106,7 @@ func watched(ctx context.Context, client kubernetes.Interface, ns string, f func
 	return r
 }
 
-func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n int, probe bool, hold time.Duration, atSteady func()) batchResult {
+func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n int, probe bool, hold time.Duration, h batchHooks) batchResult {
 	var r batchResult
 	names := make([]string, n)
 	for i := range names {
@@ -101,6 +114,7 @@ func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n in
 		w.expect(names[i])
 	}
 	var createErr atomic.Value
+	callHook(h.beforeCreate)
 	r.start = time.Now()
 	parallel(n, 25, func(i int) {
 		w.mark(names[i], func(t *podTimes) { t.created = time.Now() })
@@ -114,13 +128,12 @@ func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n in
 		r.err = fmt.Errorf("waiting for Ready: %w", err)
 	} else {
 		r.allReady = time.Now()
+		callHook(h.allReady)
 		sleepCtx(ctx, time.Second) // let the last status reports settle
 		r.steadyFrom = time.Now()
 		sleepCtx(ctx, hold)
 		r.steadyTo = time.Now()
-		if atSteady != nil {
-			atSteady()
-		}
+		callHook(h.atSteady)
 	}
 	r.delStart = time.Now()
 	parallel(n, 25, func(i int) {
@@ -137,14 +150,15 @@ func batch(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, n in
 	return r
 }
 
-// runChurn creates, waits Ready and deletes total pods, inFlight at a time.
-func runChurn(ctx context.Context, client kubernetes.Interface, ns string, total, inFlight int) batchResult {
+// runChurn creates, waits Ready and deletes total pods, inFlight at a
+// time, running h.beforeCreate before the loop and h.allReady after it.
+func runChurn(ctx context.Context, client kubernetes.Interface, ns string, total, inFlight int, h batchHooks) batchResult {
 	return watched(ctx, client, ns, func(w *podWatch, pods typedcorev1.PodInterface) batchResult {
-		return churn(ctx, w, pods, total, inFlight)
+		return churn(ctx, w, pods, total, inFlight, h)
 	})
 }
 
-func churn(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, total, inFlight int) batchResult {
+func churn(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, total, inFlight int, h batchHooks) batchResult {
 	var r batchResult
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -155,6 +169,7 @@ func churn(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, tota
 			r.err = err
 		}
 	}
+	callHook(h.beforeCreate)
 	r.start = time.Now()
 	parallel(inFlight, inFlight, func(int) {
 		for {
@@ -183,6 +198,7 @@ func churn(ctx context.Context, w *podWatch, pods typedcorev1.PodInterface, tota
 	if r.err == nil {
 		r.allReady = time.Now() // churn: the makespan is the whole loop
 		r.allGone = r.allReady
+		callHook(h.allReady)
 	}
 	r.delStart = r.start
 	return r
