@@ -5,9 +5,11 @@
 // reads happen only for pods with changes.
 //
 // When the runtime streams container events (CRI GetContainerEvents), each
-// event makes the PLEG read the status of the event's pod at once, and the
-// relist becomes a safety net at EventedPeriod (events.go). Whichever path
-// saw a change, the same Events come out of the same channel.
+// event brings its pod's status up to date at once: from the statuses the
+// event carries where they are the whole pod (eventstatus.go), else by
+// reading the pod. The relist becomes a safety net at EventedPeriod
+// (events.go). Whichever path saw a change, the same Events come out of
+// the same channel.
 package pleg
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -42,10 +45,13 @@ type Event struct {
 	Data string
 }
 
-// Runtime is what PLEG needs of the runtime.
+// Runtime is what PLEG needs of the runtime: a light list of every pod,
+// one pod's status read in full, and one pod's status made of the
+// runtime statuses a container event carries (no read).
 type Runtime interface {
 	ListPods(ctx context.Context) ([]*container.Pod, error)
 	GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.PodStatus, error)
+	PodStatusOf(ctx context.Context, ref cri.PodRef, sandboxes []*runtimeapi.PodSandboxStatus, containers []*runtimeapi.ContainerStatus) *container.PodStatus
 }
 
 // relistThreshold is how stale the last relist may be before PLEG is
@@ -74,9 +80,14 @@ type PLEG struct {
 	mu        sync.Mutex
 	pods      map[types.UID]*container.Pod // as of the last relist or status read
 	reinspect map[types.UID]bool           // status reads that failed last time
-	evented   bool                         // the event stream is healthy
-	lastOK    time.Time
-	lastStart time.Time // of the previous relist, for the interval metric
+	// fresh is when each pod's view was last known current (a read
+	// ended, an event's view taken), relistDone when the last relist
+	// ended: an event made before either may be older than the view.
+	fresh      map[types.UID]time.Time
+	relistDone time.Time
+	evented    bool // the event stream is healthy
+	lastOK     time.Time
+	lastStart  time.Time // of the previous relist, for the interval metric
 }
 
 // Config configures a PLEG.
@@ -116,6 +127,7 @@ func New(cfg Config) *PLEG {
 		decided:   make(chan struct{}),
 		pods:      map[types.UID]*container.Pod{},
 		reinspect: map[types.UID]bool{},
+		fresh:     map[types.UID]time.Time{},
 	}
 	if p.src == nil {
 		p.decide(false)
@@ -252,6 +264,7 @@ func (p *PLEG) Relist(ctx context.Context) {
 
 	p.mu.Lock()
 	p.pods, p.reinspect, p.lastOK = current, reinspect, ts
+	p.fresh, p.relistDone = map[types.UID]time.Time{}, p.clock.Now()
 	p.mu.Unlock()
 	p.metrics.LastSeen.Set(float64(ts.Unix()))
 	p.recordRunning(current)

@@ -76,6 +76,17 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, ref cri.PodRef) (*containe
 	return st, nil
 }
 
+// PodStatusOf marks the status it makes "#event" in its Name, so a test
+// can tell it from a read.
+func (f *fakeRuntime) PodStatusOf(_ context.Context, ref cri.PodRef, sandboxes []*runtimeapi.PodSandboxStatus, containers []*runtimeapi.ContainerStatus) *container.PodStatus {
+	st := &container.PodStatus{ID: ref.UID, Name: ref.Name + "#event", Namespace: ref.Namespace, Sandboxes: sandboxes}
+	for _, c := range containers {
+		st.Containers = append(st.Containers, &container.ContainerStatus{ID: c.Id, Name: c.GetMetadata().GetName(),
+			State: container.StateFromCRI(c.State)})
+	}
+	return st
+}
+
 func (f *fakeRuntime) listCalls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -12,10 +12,11 @@ import (
 	"github.com/skiff-sh/skiff/internal/cri"
 )
 
-// handleEvents reads the status of every pod a batch of runtime events
-// names, once per pod. The event's own copy of the statuses is not used:
-// the read goes through the same path as the relist's, so a status is
-// the same whichever way it came. An event whose pod cannot be told (its
+// handleEvents brings the PLEG's view of every pod a batch of runtime
+// events names up to date, once per pod: from the newest event's own
+// copy of the pod's statuses where that is the whole pod and newer than
+// what the PLEG has (eventstatus.go), else by reading the pod, through
+// the same path as the relist's. An event whose pod cannot be told (its
 // sandbox already gone, and its ID never listed) makes the PLEG relist.
 //
 // Created events are not read for: a container or sandbox made and not
@@ -24,7 +25,7 @@ import (
 // every one of them doubled the reads while a batch of pods starts, and
 // those reads slow containerd 2.x's own creates.
 func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEventResponse) {
-	refs := map[types.UID]cri.PodRef{}
+	views := map[types.UID]*eventView{}
 	unknown := false
 	for _, e := range batch {
 		if e.CreatedAt > 0 { // the runtime's clock is the host's
@@ -39,14 +40,31 @@ func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEv
 			unknown = true
 			klog.V(4).InfoS("Container event for an unknown container; relisting", "containerID", e.ContainerId, "type", e.ContainerEventType)
 		case ours:
-			refs[ref.UID] = ref
+			v := views[ref.UID]
+			if v == nil {
+				v = &eventView{ref: ref}
+				views[ref.UID] = v
+			}
+			v.last = e
+			v.mustRead = v.mustRead || e.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 			klog.V(4).InfoS("Container event", "podUID", ref.UID, "containerID", e.ContainerId, "type", e.ContainerEventType)
 		}
 	}
 	if unknown {
 		p.relistSoon()
 	}
-	p.readPods(ctx, refs)
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	refs := map[types.UID]cri.PodRef{}
+	var events []*Event
+	for uid, v := range views {
+		if st, ts, ok := p.statusFromEvent(ctx, v); ok {
+			events = append(events, p.apply(uid, st, ts, ts)...)
+		} else {
+			refs[uid] = v.ref
+		}
+	}
+	p.readLocked(ctx, refs, events)
 }
 
 // podOf tells which pod an event is about. ours is false for sandboxes
@@ -101,8 +119,13 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 	}
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
+	p.readLocked(ctx, refs, nil)
+}
+
+// readLocked is readPods with p.syncMu held; events are those to send
+// with the reads'.
+func (p *PLEG) readLocked(ctx context.Context, refs map[types.UID]cri.PodRef, events []*Event) {
 	ts := p.clock.Now()
-	var events []*Event
 	for uid, ref := range refs {
 		st, err := p.rt.GetPodStatus(ctx, ref)
 		if err != nil {
@@ -116,17 +139,10 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 			md := st.Sandboxes[0].GetMetadata()
 			st.Name, st.Namespace = md.GetName(), md.GetNamespace()
 		}
-		now := podFromStatus(st)
-		p.mu.Lock()
-		old := p.pods[uid]
-		// A pod read as gone stays as an empty record, so the next relist
-		// sees it go and drops its cache entry.
-		p.pods[uid] = now
-		p.mu.Unlock()
-		if old != nil || len(now.Sandboxes)+len(now.Containers) > 0 {
-			events = append(events, diffPod(old, now)...)
-		}
-		p.cache.Set(uid, st, nil, ts)
+		events = append(events, p.apply(uid, st, ts, p.clock.Now())...)
+	}
+	if len(events) == 0 && len(refs) == 0 {
+		return
 	}
 	// The running gauges follow the reads too, not only the relist, which
 	// comes every EventedPeriod while events flow.
@@ -134,6 +150,25 @@ func (p *PLEG) readPods(ctx context.Context, refs map[types.UID]cri.PodRef) {
 	p.recordRunning(p.pods)
 	p.mu.Unlock()
 	p.send(events)
+}
+
+// apply makes st the PLEG's view of the pod and its cache entry, stamped
+// ts (no newer than what st shows), the view current until fresh, and
+// returns the events of the change.
+func (p *PLEG) apply(uid types.UID, st *container.PodStatus, ts, fresh time.Time) []*Event {
+	now := podFromStatus(st)
+	p.mu.Lock()
+	old := p.pods[uid]
+	// A pod read as gone stays as an empty record, so the next relist
+	// sees it go and drops its cache entry.
+	p.pods[uid] = now
+	p.markFresh(uid, fresh)
+	p.mu.Unlock()
+	p.cache.Set(uid, st, nil, ts)
+	if old == nil && len(now.Sandboxes)+len(now.Containers) == 0 {
+		return nil
+	}
+	return diffPod(old, now)
 }
 
 // podFromStatus is the relist's view of a pod read in full.

@@ -22,7 +22,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes of pod %s: %w", ref.UID, err)
 	}
-	st := &container.PodStatus{ID: ref.UID, Name: ref.Name, Namespace: ref.Namespace}
+	var sbs []*runtimeapi.PodSandboxStatus
 	for _, s := range sandboxes {
 		resp, err := rt.PodSandboxStatus(ctx, s.Id, false)
 		if cri.IsNotFound(err) {
@@ -31,19 +31,13 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 		if err != nil {
 			return nil, fmt.Errorf("status of sandbox %s: %w", s.Id, err)
 		}
-		st.Sandboxes = append(st.Sandboxes, resp.Status)
+		sbs = append(sbs, resp.Status)
 	}
-	sort.SliceStable(st.Sandboxes, func(i, j int) bool {
-		return st.Sandboxes[i].CreatedAt > st.Sandboxes[j].CreatedAt
-	})
-	if st.SandboxReady() {
-		st.IPs = sandboxIPs(st.Sandboxes[0])
-	}
-	podDir := m.podDir(ref.UID)
 	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod %s: %w", ref.UID, err)
 	}
+	var cs []*runtimeapi.ContainerStatus
 	for _, c := range containers {
 		resp, err := rt.ContainerStatus(ctx, c.Id, false)
 		if cri.IsNotFound(err) {
@@ -52,14 +46,32 @@ func (m *Manager) GetPodStatus(ctx context.Context, ref cri.PodRef) (*container.
 		if err != nil {
 			return nil, fmt.Errorf("status of container %s: %w", c.Id, err)
 		}
-		cs := toContainerStatus(resp.Status)
-		addTerminationMessage(ctx, podDir, resp.Status, cs)
+		cs = append(cs, resp.Status)
+	}
+	return m.PodStatusOf(ctx, ref, sbs, cs), nil
+}
+
+// PodStatusOf makes a pod's status of its sandboxes' and containers'
+// runtime statuses: those GetPodStatus reads, or those the runtime sent
+// with a container event, which then need no read.
+func (m *Manager) PodStatusOf(ctx context.Context, ref cri.PodRef, sandboxes []*runtimeapi.PodSandboxStatus, containers []*runtimeapi.ContainerStatus) *container.PodStatus {
+	st := &container.PodStatus{ID: ref.UID, Name: ref.Name, Namespace: ref.Namespace, Sandboxes: sandboxes}
+	sort.SliceStable(st.Sandboxes, func(i, j int) bool {
+		return st.Sandboxes[i].CreatedAt > st.Sandboxes[j].CreatedAt
+	})
+	if st.SandboxReady() {
+		st.IPs = sandboxIPs(st.Sandboxes[0])
+	}
+	podDir := m.podDir(ref.UID)
+	for _, s := range containers {
+		cs := toContainerStatus(s)
+		addTerminationMessage(ctx, podDir, s, cs)
 		st.Containers = append(st.Containers, cs)
 	}
 	sort.SliceStable(st.Containers, func(i, j int) bool {
 		return st.Containers[i].CreatedAt.After(st.Containers[j].CreatedAt)
 	})
-	return st, nil
+	return st
 }
 
 func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
