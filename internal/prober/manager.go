@@ -39,13 +39,11 @@ type Config struct {
 	Runtime  action.Execer // runs exec probes (CRI ExecSync)
 	Statuses StatusSource
 	Recorder Recorder // nil: no events
-	// ExecSlots fixes how many exec probes run at once. 0: a cap that
-	// starts at two per CPU and follows the measured ExecSync latency
-	// (slots.go), between one and 32 per CPU. Each one is a runc exec: a
-	// batch of containers starting together would otherwise start as
-	// many at once, and on a small node they thrash each other and the
-	// starting containers until they time out. Probes whose success the
-	// pod still waits for go first.
+	// ExecSlots caps how many exec probes run at once; 0 is two per CPU.
+	// Each one is a runc exec: a batch of containers starting together
+	// would otherwise start as many at once, and on a small node they
+	// thrash each other and the starting containers until they time out.
+	// Probes whose success the pod still waits for go first.
 	ExecSlots int
 	// Clock times probe periods and initial delays; nil: the real one.
 	Clock clock.WithTicker
@@ -81,10 +79,8 @@ type workerKey struct {
 // New returns a Manager. Its workers start once Run runs.
 func New(cfg Config) *Manager {
 	updates := make(chan Update, 32)
-	execs := newSlots(cfg.ExecSlots, cfg.ExecSlots, cfg.ExecSlots)
 	if cfg.ExecSlots <= 0 {
-		cpus := goruntime.NumCPU()
-		execs = newSlots(2*cpus, cpus, 32*cpus)
+		cfg.ExecSlots = 2 * goruntime.NumCPU()
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -93,7 +89,7 @@ func New(cfg Config) *Manager {
 		cfg.Metrics = metrics.New()
 	}
 	return &Manager{
-		execs:     execs,
+		execs:     newSlots(cfg.ExecSlots),
 		cfg:       cfg,
 		start:     cfg.Clock.Now(),
 		http:      action.NewHTTPProber(),

@@ -59,10 +59,8 @@ func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, po
 		if err := m.execs.acquire(ctx, urgent); err != nil {
 			return action.Unknown, "", err
 		}
-		began := m.cfg.Clock.Now()
-		res, out, err := action.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
-		m.execs.release(m.cfg.Clock.Since(began), timeout)
-		return res, out, err
+		defer m.execs.release()
+		return action.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
 	case h.HTTPGet != nil:
 		req, err := action.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")
 		if err != nil {
