@@ -39,11 +39,12 @@ type Config struct {
 	Runtime  action.Execer // runs exec probes (CRI ExecSync)
 	Statuses StatusSource
 	Recorder Recorder // nil: no events
-	// ExecSlots caps how many exec probes run at once; 0 is two per CPU.
-	// Each one is a runc exec: a batch of containers starting together
-	// would otherwise start as many at once, and on a small node they
-	// thrash each other and the starting containers until they time out.
-	// Probes whose success the pod still waits for go first.
+	// ExecSlots caps how many routine exec probes run at once; 0 is two
+	// per CPU. Each one is a runc exec, and many at once on a small node
+	// thrash each other and the containers starting. A probe whose
+	// success the pod still waits for (readiness not yet passed, startup)
+	// is not held back: a batch of containers that start together would
+	// otherwise be Ready a whole queue later, and upstream caps none.
 	ExecSlots int
 	// Clock times probe periods and initial delays; nil: the real one.
 	Clock clock.WithTicker
@@ -60,7 +61,7 @@ type Manager struct {
 	closed  bool            // Run's ctx ended
 	start   time.Time
 	http    *action.HTTPProber
-	execs   *slots // caps the exec probes running at once
+	execs   chan struct{} // a token per routine exec probe running
 
 	liveness, readiness, startup *results
 	updates                      chan Update
@@ -89,7 +90,7 @@ func New(cfg Config) *Manager {
 		cfg.Metrics = metrics.New()
 	}
 	return &Manager{
-		execs:     newSlots(cfg.ExecSlots),
+		execs:     make(chan struct{}, cfg.ExecSlots),
 		cfg:       cfg,
 		start:     cfg.Clock.Now(),
 		http:      action.NewHTTPProber(),

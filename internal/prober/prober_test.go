@@ -588,3 +588,38 @@ func TestExecProbesCapped(t *testing.T) {
 		t.Errorf("at most %d exec probes ran at once, want 3", exec.peak)
 	}
 }
+
+// A probe the pod still waits for is not held back by the cap: urgent
+// exec probes all run at once even with every slot taken.
+func TestUrgentExecProbesNotCapped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exec := &blockingExec{release: make(chan struct{})}
+	m := New(Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 1})
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &v1.Container{Name: "app"}
+			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), i > 0); err != nil || res != action.Success {
+				t.Errorf("check: %v %v", res, err)
+			}
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		exec.mu.Lock()
+		n := exec.running
+		exec.mu.Unlock()
+		if n == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d exec probes running, want the routine one and all 4 urgent ones", n)
+		}
+	}
+	for range 5 {
+		exec.release <- struct{}{}
+	}
+	wg.Wait()
+}

@@ -19,7 +19,7 @@ const maxRetries = 3
 // runProbe runs a probe of the container and records the events upstream
 // records: Unhealthy for a failure or an error, ProbeWarning for a
 // warning. An error means the probe could not run: its result is to be
-// thrown away. An urgent probe gets the next free exec slot.
+// thrown away. An urgent exec probe does not wait for an exec slot.
 func (m *Manager) runProbe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Container, spec *v1.Probe, podIP, containerID string, urgent bool) (Result, error) {
 	var (
 		res action.Result
@@ -56,10 +56,14 @@ func (m *Manager) check(ctx context.Context, spec *v1.Probe, c *v1.Container, po
 	h := &spec.ProbeHandler
 	switch {
 	case h.Exec != nil:
-		if err := m.execs.acquire(ctx, urgent); err != nil {
-			return action.Unknown, "", err
+		if !urgent {
+			select {
+			case m.execs <- struct{}{}:
+				defer func() { <-m.execs }()
+			case <-ctx.Done():
+				return action.Unknown, "", ctx.Err()
+			}
 		}
-		defer m.execs.release()
 		return action.Exec(ctx, m.cfg.Runtime, containerID, expandStatic(h.Exec.Command, c.Env), timeout)
 	case h.HTTPGet != nil:
 		req, err := action.NewHTTPRequest(ctx, h.HTTPGet, c, podIP, "probe")
