@@ -155,8 +155,8 @@ func readVmHWM(pid int) (float64, error) {
 	return 0, fmt.Errorf("no VmHWM")
 }
 
-// unmountUnder unmounts whatever a kubelet left mounted below dir (deepest
-// first), so the scratch directory can be removed.
+// unmountUnder unmounts whatever a kubelet left mounted at or below dir
+// (deepest first), so the scratch directory can be removed.
 func unmountUnder(dir string) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -167,7 +167,9 @@ func unmountUnder(dir string) error {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+		// dir itself too: each kubelet makes its root directory a shared
+		// bind mount of itself.
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
 			mounts = append(mounts, fields[4])
 		}
 	}
