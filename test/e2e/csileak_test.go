@@ -25,16 +25,23 @@ type hostpathVolume struct {
 	Staged, Published []string
 }
 
-// driverVolumes reads the driver's state file (its --statedir).
+// driverVolumes reads the driver's state file (its --statedir). The
+// driver rewrites it in place (truncate, then write), so a read that
+// lands in between sees it short: it is read again until it parses.
 func (n *csiNode) driverVolumes(t *testing.T) []hostpathVolume {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.dir, "state", "state.json"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	must(t, err)
 	var s struct{ Volumes []hostpathVolume }
-	must(t, json.Unmarshal(b, &s))
+	waitFor(t, 10*time.Second, "the driver's state file whole", func() (bool, error) {
+		b, err := os.ReadFile(filepath.Join(n.dir, "state", "state.json"))
+		if os.IsNotExist(err) {
+			s.Volumes = nil
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return json.Unmarshal(b, &s) == nil, nil
+	})
 	return s.Volumes
 }
 
