@@ -53,6 +53,9 @@ func (p *PLEG) handleEvents(ctx context.Context, batch []*runtimeapi.ContainerEv
 	if unknown {
 		p.relistSoon()
 	}
+	if len(views) == 0 {
+		return
+	}
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	refs := map[types.UID]cri.PodRef{}
