@@ -552,6 +552,39 @@ func (b *blockingExec) ExecSync(ctx context.Context, _ string, _ []string, _ tim
 	return nil, nil, nil
 }
 
+// startExecChecks runs n exec checks of containers c0..c(n-1) at once,
+// check i urgent as urgent(i) says; each must end in success.
+func startExecChecks(ctx context.Context, t *testing.T, m *Manager, n int, urgent func(int) bool) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &v1.Container{Name: "app"}
+			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), urgent(i)); err != nil || res != action.Success {
+				t.Errorf("check: %v %v", res, err)
+			}
+		}()
+	}
+	return &wg
+}
+
+// waitRunning waits until n execs run at once.
+func (b *blockingExec) waitRunning(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		running := b.running
+		b.mu.Unlock()
+		if running == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d exec probes running, want %d", running, n)
+		}
+	}
+}
+
 // Exec probes of many containers run at most ExecSlots at a time; the
 // rest wait their turn and still run.
 func TestExecProbesCapped(t *testing.T) {
@@ -559,27 +592,9 @@ func TestExecProbesCapped(t *testing.T) {
 	defer cancel()
 	exec := &blockingExec{release: make(chan struct{})}
 	m := New(Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 3})
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := &v1.Container{Name: "app"}
-			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), false); err != nil || res != action.Success {
-				t.Errorf("check: %v %v", res, err)
-			}
-		}()
-	}
-	waitUntil := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
-	waitUntil("three probes running", func() bool { exec.mu.Lock(); defer exec.mu.Unlock(); return exec.running == 3 })
-	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.TestExecProbesCapped") // every check waits: in a slot, or for one
+	wg := startExecChecks(ctx, t, m, 10, func(int) bool { return false })
+	exec.waitRunning(t, 3)
+	settle(t, "created by github.com/skiff-sh/skiff/internal/prober.startExecChecks") // every check waits: in a slot, or for one
 	for range 10 {
 		exec.release <- struct{}{}
 	}
@@ -596,28 +611,9 @@ func TestUrgentExecProbesNotCapped(t *testing.T) {
 	defer cancel()
 	exec := &blockingExec{release: make(chan struct{})}
 	m := New(Config{Runtime: exec, Statuses: &fakeStatuses{m: map[types.UID]v1.PodStatus{}}, ExecSlots: 1})
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := &v1.Container{Name: "app"}
-			if res, _, err := m.check(ctx, execProbe("ready", 1), c, "", fmt.Sprint("c", i), i > 0); err != nil || res != action.Success {
-				t.Errorf("check: %v %v", res, err)
-			}
-		}()
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		exec.mu.Lock()
-		n := exec.running
-		exec.mu.Unlock()
-		if n == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d exec probes running, want the routine one and all 4 urgent ones", n)
-		}
-	}
+	// The routine one takes the slot; the four urgent ones run beside it.
+	wg := startExecChecks(ctx, t, m, 5, func(i int) bool { return i > 0 })
+	exec.waitRunning(t, 5)
 	for range 5 {
 		exec.release <- struct{}{}
 	}
