@@ -8,15 +8,15 @@
 # the serial tests instead of closing the run.
 #
 # Environment: E2E_PARALLEL (go test -parallel), E2EFLAGS (more go test
-# flags), SKIFF_TEST_DEADLINE and SKIFF_TEST_TIMES (bin/testreport's
-# -deadline and -times).
+# flags), SKIFF_TEST_DEADLINE, SKIFF_TEST_TIMES and SKIFF_TEST_FAILURES
+# (bin/testreport's -deadline, -times and -failures).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 run=${1:-}
 [[ $run == . ]] && run=
 runtime=${SKIFF_RUNTIME:-containerd}
-report=(bin/testreport -deadline "${SKIFF_TEST_DEADLINE:-0}" -times "${SKIFF_TEST_TIMES:-}" -label "$runtime" --)
+report=(bin/testreport -deadline "${SKIFF_TEST_DEADLINE:-0}" -times "${SKIFF_TEST_TIMES:-}" -failures "${SKIFF_TEST_FAILURES:-}" -label "$runtime" --)
 # shellcheck disable=SC2206 # E2EFLAGS is a list of flags
 gotest=(go test -json -tags e2e -count=1 -p 1 -parallel "${E2E_PARALLEL:-8}" -timeout 80m ${E2EFLAGS:-})
 

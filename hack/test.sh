@@ -24,8 +24,12 @@ began=$(date +%s)
 export SKIFF_TEST_DEADLINE=$((began + CAP * 60))
 # Each e2e run appends its tests' times here (hack/testreport -times).
 export SKIFF_TEST_TIMES=$ROOT/_output/test-times.txt
+# and each failed e2e test's own messages here (-failures), printed again
+# at the end, where a long run's output is read first.
+export SKIFF_TEST_FAILURES=$ROOT/_output/test-failures.txt
 mkdir -p "$ROOT/_output"
 : >"$SKIFF_TEST_TIMES"
+: >"$SKIFF_TEST_FAILURES"
 
 summary=()
 failed=()
@@ -69,6 +73,10 @@ print_summary() {
 	if [[ -s $SKIFF_TEST_TIMES ]]; then
 		echo "slowest end-to-end tests of the whole run (seconds, per runtime run):"
 		sort -k2 -rn "$SKIFF_TEST_TIMES" | head -15 | sed 's/^/  /'
+	fi
+	if [[ -s $SKIFF_TEST_FAILURES ]]; then
+		echo "why the end-to-end tests failed (their t.Error and t.Fatal messages; whole output above):"
+		sed 's/^/  /' "$SKIFF_TEST_FAILURES"
 	fi
 }
 

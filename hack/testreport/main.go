@@ -4,7 +4,7 @@
 // run and says which tests were still running and which were slowest, so
 // a run is never killed from outside without a word.
 //
-// Usage: testreport [-deadline UNIX] [-slowest N] [-times FILE [-label L]] -- go test -json ...
+// Usage: testreport [-deadline UNIX] [-slowest N] [-times FILE] [-failures FILE] [-label L] -- go test -json ...
 package main
 
 import (
@@ -26,16 +26,17 @@ func main() {
 	deadline := flag.Int64("deadline", 0, "stop the run at this Unix time (0: no deadline)")
 	slowest := flag.Int("slowest", 15, "how many of the slowest tests to list at the end")
 	times := flag.String("times", "", "append each finished top-level test as `name seconds result label` to this file")
-	label := flag.String("label", "", "the label of this run in the times file (the runtime, say)")
+	failures := flag.String("failures", "", "append each failed top-level test's t.Error and t.Fatal messages to this file")
+	label := flag.String("label", "", "the label of this run in the times and failures files (the runtime, say)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: testreport [-deadline UNIX] [-slowest N] [-times FILE] -- go test -json ...")
+		fmt.Fprintln(os.Stderr, "usage: testreport [-deadline UNIX] [-slowest N] [-times FILE] [-failures FILE] [-label L] -- go test -json ...")
 		os.Exit(2)
 	}
-	os.Exit(run(flag.Args(), *deadline, *slowest, *times, *label))
+	os.Exit(run(flag.Args(), *deadline, *slowest, *times, *failures, *label))
 }
 
-func run(argv []string, deadline int64, slowest int, times, label string) int {
+func run(argv []string, deadline int64, slowest int, times, failures, label string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if deadline > 0 {
@@ -57,14 +58,21 @@ func run(argv []string, deadline int64, slowest int, times, label string) int {
 		return 2
 	}
 	r := newReport(os.Stdout)
-	if times != "" {
-		f, err := os.OpenFile(times, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	r.label = label
+	for _, o := range []struct {
+		path string
+		w    *io.Writer
+	}{{times, &r.times}, {failures, &r.failures}} {
+		if o.path == "" {
+			continue
+		}
+		f, err := os.OpenFile(o.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testreport:", err)
 			return 2
 		}
 		defer f.Close()
-		r.times, r.label = f, label
+		*o.w = f
 	}
 	lines := make(chan string)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type result struct {
 type report struct {
 	w        io.Writer
 	times    io.Writer
+	failures io.Writer // each failed test's own messages, if set
 	label    string
 	output   map[string][]string  // by key(pkg, top-level test)
 	running  map[string]time.Time // when each running test started
@@ -97,6 +99,43 @@ func (r *report) finish(res result, out []string) {
 	default:
 		// The test's own output ends with its --- FAIL or --- SKIP line.
 		fmt.Fprint(r.w, strings.Join(out, ""))
+	}
+	if res.action == "fail" && r.failures != nil {
+		writeMessages(r.failures, res.name, r.label, out)
+	}
+}
+
+// testMessage is the start of a line t.Error or t.Fatal wrote.
+var testMessage = regexp.MustCompile(`^\s+\S+_test\.go:\d+: `)
+
+// Bounds on a failed test's messages in the failures file, so that the
+// end of a long run's output still shows why each test failed.
+const (
+	maxMessages    = 12
+	maxMessageRune = 400
+)
+
+// writeMessages writes the lines of out that a test's t.Error or t.Fatal
+// wrote, each cut short, under a heading naming the test.
+func writeMessages(w io.Writer, name, label string, out []string) {
+	fmt.Fprintf(w, "--- FAIL: %s [%s]\n", name, label)
+	n := 0
+	for _, l := range out {
+		if !testMessage.MatchString(l) {
+			continue
+		}
+		if n++; n > maxMessages {
+			fmt.Fprintln(w, "    (more messages in the test's output above)")
+			return
+		}
+		l = strings.TrimRight(l, "\n")
+		if r := []rune(l); len(r) > maxMessageRune {
+			l = string(r[:maxMessageRune]) + " …"
+		}
+		fmt.Fprintln(w, l)
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "    (no t.Error or t.Fatal message: a panic or a timeout; see the output above)")
 	}
 }
 

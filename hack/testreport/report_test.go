@@ -29,9 +29,9 @@ const events = `{"Action":"start","Package":"p/e2e"}
 
 func TestReportShowsFailuresAndSlowest(t *testing.T) {
 	var out strings.Builder
-	var times strings.Builder
+	var times, failures strings.Builder
 	r := newReport(&out)
-	r.times, r.label = &times, "rt"
+	r.times, r.failures, r.label = &times, &failures, "rt"
 	for _, l := range strings.Split(strings.TrimSpace(events), "\n") {
 		r.line(l)
 	}
@@ -57,6 +57,34 @@ func TestReportShowsFailuresAndSlowest(t *testing.T) {
 	if want := "TestFast 1.5 pass rt\nTestBroken 40.0 fail rt\nTestSlow 90.2 pass rt\n"; times.String() != want {
 		t.Errorf("times file:\n%s\nwant:\n%s", times.String(), want)
 	}
+	// Only the failed test, with only its message.
+	if want := "--- FAIL: TestBroken [rt]\n    broken_test.go:3: want 1, got 2\n"; failures.String() != want {
+		t.Errorf("failures file:\n%s\nwant:\n%s", failures.String(), want)
+	}
+}
+
+func TestFailureMessagesAreBounded(t *testing.T) {
+	var out []string
+	out = append(out, "=== RUN   TestMany\n", "containerd: a log line\n")
+	for range maxMessages + 3 {
+		out = append(out, "    many_test.go:7: "+strings.Repeat("x", 2*maxMessageRune)+"\n")
+	}
+	var w strings.Builder
+	writeMessages(&w, "TestMany", "rt", out)
+	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
+	if len(lines) != maxMessages+2 {
+		t.Fatalf("%d lines, want a heading, %d messages and a note of more:\n%s", len(lines), maxMessages, w.String())
+	}
+	for _, l := range lines[1 : maxMessages+1] {
+		if !strings.HasPrefix(l, "    many_test.go:7: x") || len([]rune(l)) > maxMessageRune+2 {
+			t.Errorf("message line not cut to %d runes: %d", maxMessageRune, len([]rune(l)))
+		}
+	}
+	w.Reset()
+	writeMessages(&w, "TestPanic", "rt", []string{"panic: boom\n"})
+	if !strings.Contains(w.String(), "no t.Error or t.Fatal message") {
+		t.Errorf("a failure without messages is not said to be one:\n%s", w.String())
+	}
 }
 
 // A run past its deadline is stopped, and the report names what was
@@ -74,7 +102,7 @@ func TestRunStopsAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("TESTREPORT_CHILD") == "1" {
-		os.Exit(run([]string{script}, time.Now().Add(2*time.Second).Unix(), 5, "", ""))
+		os.Exit(run([]string{script}, time.Now().Add(2*time.Second).Unix(), 5, "", "", ""))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRunStopsAtTheDeadline$")
 	cmd.Env = append(os.Environ(), "TESTREPORT_CHILD=1")
