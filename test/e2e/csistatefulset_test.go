@@ -172,12 +172,11 @@ func genericEphemeralThroughDriver(t *testing.T, d *csiDriverPods, storageClass 
 	}
 	// The ended pod gives its volume back while the pod object stays.
 	target := csiTarget(cn, pod, pvc.Spec.VolumeName)
-	waitFor(t, 60*time.Second, "the ended pod's volume unpublished", func() (bool, error) {
-		return !isMountPoint(target), nil
+	// Unpublished, then its directory removed: both are waited for.
+	waitFor(t, 60*time.Second, "the ended pod's volume unpublished and its directory removed", func() (bool, error) {
+		_, err := os.Stat(filepath.Dir(target))
+		return !isMountPoint(target) && os.IsNotExist(err), nil
 	})
-	if _, err := os.Stat(filepath.Dir(target)); !os.IsNotExist(err) {
-		t.Errorf("the ended pod's volume directory is left: %v", err)
-	}
 	if _, err := cn.admin.CoreV1().Pods(cn.ns).Get(cn.ctx(), "scratch", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the ended pod is gone before its deletion: %v", err)
 	}
