@@ -10,6 +10,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/podsource"
 	"github.com/skiff-sh/skiff/internal/podsource/file"
 	podurl "github.com/skiff-sh/skiff/internal/podsource/url"
+	"github.com/skiff-sh/skiff/internal/prober"
 )
 
 // syncLoop is the kubelet's one select: source updates, runtime events and
@@ -28,8 +29,13 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podsource.Update)
 			k.workers.Notify(e.ID)
 		case u := <-k.prober.Updates():
 			// A changed probe result changes the pod's status, or (a failed
-			// liveness or startup probe) asks for a kill: sync it now.
+			// liveness or startup probe) asks for a kill: sync it now. A
+			// readiness result goes into the recorded status at once and
+			// needs no sync, unless that status lags behind its container.
 			klog.V(4).InfoS("Probe result changed", "podUID", u.PodUID, "probe", u.Kind, "containerID", u.ContainerID, "result", u.Result)
+			if u.Kind == prober.Readiness && k.setReadiness(u) {
+				continue
+			}
 			k.workers.Notify(u.PodUID)
 		case <-housekeeping.C():
 			k.housekeeping(ctx)

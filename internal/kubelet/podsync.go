@@ -12,6 +12,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/container"
 	"github.com/skiff-sh/skiff/internal/podruntime"
 	"github.com/skiff-sh/skiff/internal/podstatus"
+	"github.com/skiff-sh/skiff/internal/prober"
 )
 
 // The kubelet is the pod workers' podworker.Handler: each phase does the
@@ -117,12 +118,25 @@ func (k *Kubelet) observeWorker(op string, start time.Time) {
 // manager, which keeps it and reports it. It returns the status as
 // computed, whose phase may be terminal before the stored one is.
 func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminating bool) v1.PodStatus {
-	old, ok := k.statuses.Status(pod.UID)
-	if !ok {
-		old = pod.Status
+	for {
+		// A readiness result recorded meanwhile (setReadiness) is not
+		// overwritten: the status is computed again, with it.
+		old, version, ok := k.statuses.StatusVersion(pod.UID)
+		if !ok {
+			old = pod.Status
+		}
+		if s, stored := k.generateStatus(pod, st, old, terminating); k.statuses.SetPodStatusAt(pod, stored, version) {
+			k.prober.StatusStored(pod.UID)
+			return s
+		}
 	}
+}
+
+// generateStatus computes the pod's status from the runtime's and the
+// one recorded (old): as computed (s), and as it is to be recorded.
+func (k *Kubelet) generateStatus(pod *v1.Pod, st *container.PodStatus, old v1.PodStatus, terminating bool) (s, stored v1.PodStatus) {
 	rec := k.records.get(pod.UID)
-	s := podstatus.Generate(podstatus.Input{
+	s = podstatus.Generate(podstatus.Input{
 		Pod:         pod,
 		Runtime:     st,
 		Waiting:     rec.waiting,
@@ -137,13 +151,35 @@ func (k *Kubelet) computeStatus(pod *v1.Pod, st *container.PodStatus, terminatin
 	applyFailure(rec.failure, &s)
 	// The phase decides the pod's course (a terminal pod's worker stops
 	// it); the status stored holds it back until its containers stopped.
-	stored := *s.DeepCopy()
+	stored = *s.DeepCopy()
 	holdTerminalPhase(old, &stored, st)
 	// Before the status is stored: once reported, the start is over.
 	k.startup.Status(pod, &stored)
-	k.statuses.SetPodStatus(pod, stored)
-	k.prober.StatusStored(pod.UID)
-	return s
+	return s, stored
+}
+
+// setReadiness marks a container ready or not in its pod's recorded
+// status as soon as its readiness probe's result changes, as upstream's
+// status manager does: the pod's sync that follows waits for a fresh
+// look at the runtime, which a batch of starting pods makes slow, and
+// would hold the pod's Ready back meanwhile.
+//
+// It returns whether the recorded status now shows the result: then no
+// sync is needed for it, since readiness changes nothing in the runtime,
+// and a sync computing the status meanwhile computes it again with the
+// result (computeStatus). It does not when the recorded status has not
+// yet caught up with the container.
+func (k *Kubelet) setReadiness(u prober.Update) bool {
+	shown := false
+	k.statuses.UpdateStatus(u.PodUID, func(pod *v1.Pod, s *v1.PodStatus) bool {
+		changed, found := podstatus.SetContainerReadiness(pod, s, u.ContainerID, u.Result == prober.Success, k.clock.Now())
+		shown = found
+		if changed {
+			k.startup.Status(pod, s) // a pod's start ends once it is Ready
+		}
+		return changed
+	})
+	return shown
 }
 
 func (k *Kubelet) setWaiting(uid types.UID, w map[string]*podruntime.ContainerError) {

@@ -155,25 +155,7 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 		conds[len(conds)-1].Reason = "PodCompleted" // as upstream, though True
 	}
 
-	var notReady []string
-	for i, c := range pod.Spec.InitContainers {
-		if podspec.IsSidecar(&c) && !s.InitContainerStatuses[i].Ready {
-			notReady = append(notReady, c.Name)
-		}
-	}
-	for _, cs := range s.ContainerStatuses {
-		if !cs.Ready {
-			notReady = append(notReady, cs.Name)
-		}
-	}
-	reason, msg := "ContainersNotReady", incomplete("unready", notReady)
-	switch s.Phase {
-	case v1.PodSucceeded:
-		reason, msg = "PodCompleted", ""
-	case v1.PodFailed:
-		reason, msg = "PodFailed", ""
-	}
-	ready := len(notReady) == 0 && !terminal
+	ready, reason, msg := readiness(pod, &s)
 	add(v1.ContainersReady, ready, reason, msg)
 	add(v1.PodReady, ready, reason, msg)
 	add(v1.PodScheduled, true, "", "")
@@ -185,6 +167,31 @@ func (in *Input) conditions(s v1.PodStatus) []v1.PodCondition {
 	}
 	sort.SliceStable(conds, func(i, j int) bool { return conditionOrder(conds[i].Type) < conditionOrder(conds[j].Type) })
 	return conds
+}
+
+// readiness tells whether the pod's containers are all ready (its
+// sidecars and app containers), and if not, the reason and message of its
+// ContainersReady and Ready conditions.
+func readiness(pod *v1.Pod, s *v1.PodStatus) (ready bool, reason, msg string) {
+	var notReady []string
+	for i, c := range pod.Spec.InitContainers {
+		if podspec.IsSidecar(&c) && i < len(s.InitContainerStatuses) && !s.InitContainerStatuses[i].Ready {
+			notReady = append(notReady, c.Name)
+		}
+	}
+	for _, cs := range s.ContainerStatuses {
+		if !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	reason, msg = "ContainersNotReady", incomplete("unready", notReady)
+	switch s.Phase {
+	case v1.PodSucceeded:
+		reason, msg = "PodCompleted", ""
+	case v1.PodFailed:
+		reason, msg = "PodFailed", ""
+	}
+	return len(notReady) == 0 && !IsTerminal(s.Phase), reason, msg
 }
 
 // conditionOrder is the order upstream reports conditions in.

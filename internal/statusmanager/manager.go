@@ -85,18 +85,53 @@ func New(cfg Config) *Manager {
 
 // SetPodStatus records the pod's latest status and reports it if it changed.
 func (m *Manager) SetPodStatus(pod *v1.Pod, s v1.PodStatus) {
+	m.SetPodStatusAt(pod, s, anyVersion)
+}
+
+// anyVersion makes SetPodStatusAt record whatever changed before.
+const anyVersion = ^uint64(0)
+
+// SetPodStatusAt is SetPodStatus unless the pod's recorded status is no
+// longer at version (as StatusVersion gave it): then it records nothing
+// and returns false, so that a status computed from what was recorded
+// does not overwrite a change made meanwhile (UpdateStatus).
+func (m *Manager) SetPodStatusAt(pod *v1.Pod, s v1.PodStatus, version uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries[pod.UID]
+	if version != anyVersion && (e == nil && version != 0 || e != nil && e.version != version) {
+		return false
+	}
 	if e == nil {
 		e = &entry{}
 		m.entries[pod.UID] = e
 	}
 	e.pod = pod
 	if e.version > 0 && equalIgnoringTimes(e.status, s) {
-		return
+		return true
 	}
 	e.status = *s.DeepCopy()
+	e.version++
+	m.markDirty()
+	return true
+}
+
+// UpdateStatus changes the pod's recorded status in place with change,
+// which gets the pod as last recorded and a copy of its status and says
+// whether it changed it; a change is reported. A pod with no status
+// recorded yet is left alone.
+func (m *Manager) UpdateStatus(uid types.UID, change func(pod *v1.Pod, s *v1.PodStatus) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[uid]
+	if e == nil || e.version == 0 {
+		return
+	}
+	s := e.status.DeepCopy()
+	if !change(e.pod, s) || equalIgnoringTimes(e.status, *s) {
+		return
+	}
+	e.status = *s
 	e.version++
 	m.markDirty()
 }
@@ -132,12 +167,18 @@ func (m *Manager) RemovePod(uid types.UID) {
 
 // Status returns the latest status recorded for a pod.
 func (m *Manager) Status(uid types.UID) (v1.PodStatus, bool) {
+	s, _, ok := m.StatusVersion(uid)
+	return s, ok
+}
+
+// StatusVersion is Status with the status's version for SetPodStatusAt.
+func (m *Manager) StatusVersion(uid types.UID) (v1.PodStatus, uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e := m.entries[uid]; e != nil {
-		return e.status, true
+		return e.status, e.version, true
 	}
-	return v1.PodStatus{}, false
+	return v1.PodStatus{}, 0, false
 }
 
 func (m *Manager) markDirty() {

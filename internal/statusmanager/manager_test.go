@@ -99,6 +99,79 @@ func TestStatusIsPatchedOnceAndMerged(t *testing.T) {
 	}
 }
 
+// UpdateStatus changes the recorded status in place and reports it; a
+// change that changes nothing, or a pod with no status yet, sends nothing.
+func TestUpdateStatusChangesTheRecordedStatus(t *testing.T) {
+	pod := newPod("p", "u1")
+	client := fake.NewClientset(pod)
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
+	ctx := context.Background()
+	m.UpdateStatus("u1", func(*v1.Pod, *v1.PodStatus) bool { t.Error("changed a pod with no status"); return true })
+
+	m.SetPodStatus(pod, running())
+	m.syncAll(ctx, true)
+	m.UpdateStatus("u1", func(p *v1.Pod, s *v1.PodStatus) bool {
+		if p.UID != "u1" {
+			t.Errorf("given pod %s", p.UID)
+		}
+		s.PodIP = "10.0.0.2"
+		return true
+	})
+	m.syncAll(ctx, true)
+	got, _ := client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+	if got.Status.PodIP != "10.0.0.2" {
+		t.Fatalf("the changed status was not written: %+v", got.Status)
+	}
+	if st, _ := m.Status("u1"); st.PodIP != "10.0.0.2" {
+		t.Errorf("recorded status %+v", st)
+	}
+	before := len(client.Actions())
+	m.UpdateStatus("u1", func(_ *v1.Pod, s *v1.PodStatus) bool { return true })
+	m.UpdateStatus("u1", func(_ *v1.Pod, s *v1.PodStatus) bool { s.PodIP = "10.0.0.9"; return false })
+	m.syncAll(ctx, true)
+	if extra := client.Actions()[before:]; len(extra) != 0 {
+		t.Errorf("no change, yet requests: %v", extra)
+	}
+	if st, _ := m.Status("u1"); st.PodIP != "10.0.0.2" {
+		t.Errorf("a change said to be none was kept: %+v", st)
+	}
+}
+
+// A status computed from a recorded one is not recorded once that one
+// changed meanwhile; at its version it is.
+func TestSetPodStatusAtRefusesAStaleVersion(t *testing.T) {
+	pod := newPod("p", "u1")
+	client := fake.NewClientset(pod)
+	m := New(Config{Client: client.CoreV1(), Pods: apiPods{client: client}})
+	if _, v, ok := m.StatusVersion("u1"); ok || v != 0 {
+		t.Fatalf("a pod with no status: version %d, %v", v, ok)
+	}
+	if !m.SetPodStatusAt(pod, running(), 0) {
+		t.Fatal("the first status at version 0 was refused")
+	}
+	_, v, _ := m.StatusVersion("u1")
+	m.UpdateStatus("u1", func(_ *v1.Pod, s *v1.PodStatus) bool { s.PodIP = "10.0.0.2"; return true })
+	stale := running()
+	stale.PodIP = "10.0.0.3"
+	if m.SetPodStatusAt(pod, stale, v) {
+		t.Error("a status computed before a change was recorded over it")
+	}
+	if st, _ := m.Status("u1"); st.PodIP != "10.0.0.2" {
+		t.Errorf("recorded status %+v", st)
+	}
+	_, v, _ = m.StatusVersion("u1")
+	if !m.SetPodStatusAt(pod, stale, v) {
+		t.Error("a status at the current version was refused")
+	}
+	if st, _ := m.Status("u1"); st.PodIP != "10.0.0.3" {
+		t.Errorf("recorded status %+v", st)
+	}
+	m.RemovePod("u1")
+	if m.SetPodStatusAt(pod, stale, v) {
+		t.Error("a status at a removed pod's version was recorded")
+	}
+}
+
 func TestTerminalPhaseNeverRegresses(t *testing.T) {
 	pod := newPod("p", "u1")
 	pod.Status.Phase = v1.PodFailed
