@@ -242,7 +242,7 @@ func (b *bench) workloads(ctx context.Context, kind string, round int, p *kubele
 // (a–d) it takes the kubelet's CRI operation counts just before the first
 // create and again once every pod is Ready (the churn loop: at its end).
 func (b *bench) runWorkload(ctx context.Context, ns string, wr *workloadResult) batchResult {
-	var before, after criOps
+	var before, after criScrape
 	h := batchHooks{
 		beforeCreate: func() { before = b.scrapeCRIOps(ctx, wr.Kubelet) },
 		allReady:     func() { after = b.scrapeCRIOps(ctx, wr.Kubelet) },
@@ -266,7 +266,7 @@ func (b *bench) runWorkload(ctx context.Context, ns string, wr *workloadResult) 
 		wr.Name = fmt.Sprintf(workloadNames["e"], b.o.kills)
 		r, wr.Kill = b.runKills(ctx, ns, b.o.kills)
 	}
-	wr.CRI = criDelta(before, after, len(r.pods))
+	wr.CRI = criOver(before, after, len(r.pods))
 	return r
 }
 

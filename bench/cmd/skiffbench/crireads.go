@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -60,24 +61,59 @@ func criClass(op string) string {
 // by operation_type.
 type criOps map[string]float64
 
-// parseCRIOps reads kubelet_runtime_operations_total out of a Prometheus
-// text exposition. A kubelet that has made no CRI call yet has no series:
-// an empty map, not an error.
-func parseCRIOps(exposition []byte) (criOps, error) {
+// criScrape is one scrape of a kubelet's CRI metrics: the operation
+// counts, and the seconds ExecSync took in all (execSeconds, from
+// criDurationMetric's sum) over execs calls.
+type criScrape struct {
+	ops                criOps
+	execSeconds, execs float64
+}
+
+// criDurationMetric times a kubelet's CRI calls by operation_type, under
+// the same name and labels in Skiff and upstream.
+const criDurationMetric = "kubelet_runtime_operations_duration_seconds"
+
+// parseCRIOps reads kubelet_runtime_operations_total, and ExecSync's
+// durations, out of a Prometheus text exposition. A kubelet that has made
+// no CRI call yet has no series: an empty map, not an error.
+func parseCRIOps(exposition []byte) (criScrape, error) {
 	var p expfmt.TextParser
 	mfs, err := p.TextToMetricFamilies(bytes.NewReader(exposition))
 	if err != nil {
-		return nil, fmt.Errorf("parsing /metrics: %w", err)
+		return criScrape{}, fmt.Errorf("parsing /metrics: %w", err)
 	}
-	ops := criOps{}
+	sc := criScrape{ops: criOps{}}
 	for _, m := range mfs[criOpsMetric].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "operation_type" {
-				ops[l.GetValue()] += m.GetCounter().GetValue()
-			}
+		if op, ok := opLabel(m.GetLabel()); ok {
+			sc.ops[op] += m.GetCounter().GetValue()
 		}
 	}
-	return ops, nil
+	for _, m := range mfs[criDurationMetric].GetMetric() {
+		if op, _ := opLabel(m.GetLabel()); op == "exec_sync" {
+			sc.execSeconds += m.GetHistogram().GetSampleSum()
+			sc.execs += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sc, nil
+}
+
+func opLabel(labels []*dto.LabelPair) (string, bool) {
+	for _, l := range labels {
+		if l.GetName() == "operation_type" {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// execMeanMs is the mean ExecSync took between two scrapes, in ms; NaN
+// when no exec ran between them.
+func execMeanMs(before, after criScrape) float64 {
+	n := after.execs - before.execs
+	if n <= 0 {
+		return math.NaN()
+	}
+	return (after.execSeconds - before.execSeconds) / n * 1000
 }
 
 // criPerPod is a kubelet's CRI operations over a workload's pod starts,
@@ -89,6 +125,8 @@ type criPerPod struct {
 	StateReads float64 `json:"stateReads"` // of Reads: criStateReads
 	Writes     float64 `json:"writes"`
 	Other      float64 `json:"other"`
+	// ExecMs is the mean time an ExecSync took (the exec probes), in ms.
+	ExecMs float64 `json:"execMs,omitempty"`
 	// ByOp holds each operation_type that moved.
 	ByOp map[string]float64 `json:"byOp"`
 }
@@ -131,19 +169,28 @@ func criDelta(before, after criOps, pods int) *criPerPod {
 	return c
 }
 
-// scrapeCRIOps reads a kubelet's CRI operation counts from its /metrics
-// through the apiserver's node proxy (the path heapProfile uses), or says
-// why not and returns nil.
-func (b *bench) scrapeCRIOps(ctx context.Context, kind string) criOps {
+// scrapeCRIOps reads a kubelet's CRI metrics from its /metrics through
+// the apiserver's node proxy (the path heapProfile uses), or says why not
+// and returns a scrape with no counts.
+func (b *bench) scrapeCRIOps(ctx context.Context, kind string) criScrape {
 	raw, err := b.nodeProxy("metrics").DoRaw(ctx)
 	if err == nil {
-		var ops criOps
-		if ops, err = parseCRIOps(raw); err == nil {
-			return ops
+		var sc criScrape
+		if sc, err = parseCRIOps(raw); err == nil {
+			return sc
 		}
 	}
 	fmt.Printf("  CRI operations of %s: %v\n", kind, err)
-	return nil
+	return criScrape{}
+}
+
+// criOver is criDelta of two scrapes, with ExecSync's mean time.
+func criOver(before, after criScrape, pods int) *criPerPod {
+	c := criDelta(before.ops, after.ops, pods)
+	if c != nil {
+		c.ExecMs = execMeanMs(before, after)
+	}
+	return c
 }
 
 // criMetrics are the table's CRI rows of a pod-starting workload; exec
@@ -156,11 +203,15 @@ func criMetrics(w string) []metric {
 	get := func(f func(*criPerPod) float64) func([]*workloadResult) float64 {
 		return func(runs []*workloadResult) float64 { return criMedian(runs, f) }
 	}
-	return []metric{
+	ms := []metric{
 		{"CRI reads " + per, get(criReadsOf)},
 		{"  of which pod and container state", get(func(c *criPerPod) float64 { return c.StateReads })},
 		{"CRI writes " + per, get(func(c *criPerPod) float64 { return c.Writes })},
 	}
+	if w == "c" { // the exec probes
+		ms = append(ms, metric{"ExecSync mean (ms)", get(func(c *criPerPod) float64 { return c.ExecMs })})
+	}
+	return ms
 }
 
 // criMedian is the median over the rounds that have CRI counts (NaN when

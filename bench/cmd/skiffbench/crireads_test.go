@@ -27,10 +27,11 @@ func exposition(ops map[string]float64) []byte {
 
 func TestParseCRIOps(t *testing.T) {
 	want := map[string]float64{"list_podsandbox": 40, "container_status": 7, "run_podsandbox": 2, "exec_sync": 1e6}
-	got, err := parseCRIOps(exposition(want))
+	sc, err := parseCRIOps(exposition(want))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := sc.ops
 	if len(got) != len(want) {
 		t.Errorf("parseCRIOps = %v, want %v", got, want)
 	}
@@ -40,7 +41,7 @@ func TestParseCRIOps(t *testing.T) {
 		}
 	}
 	// A kubelet that has made no CRI call yet: no series, no error.
-	if got, err := parseCRIOps([]byte("go_goroutines 3\n")); err != nil || got == nil || len(got) != 0 {
+	if got, err := parseCRIOps([]byte("go_goroutines 3\n")); err != nil || got.ops == nil || len(got.ops) != 0 {
 		t.Errorf("no series: %v, %v; want an empty map", got, err)
 	}
 	if _, err := parseCRIOps([]byte("kubelet_runtime_operations_total{operation_type=\"status\" 3\n")); err == nil {
@@ -57,7 +58,7 @@ func TestCRIDeltaFromMetricText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c
+		return c.ops
 	}
 	before := scrape(map[string]float64{
 		"version": 3, "status": 10, "list_podsandbox": 100, "list_containers": 100, "image_status": 1,
@@ -103,6 +104,34 @@ func TestCRIDeltaFromMetricText(t *testing.T) {
 		if d != nil {
 			t.Errorf("%s: delta %+v, want none", name, d)
 		}
+	}
+}
+
+// ExecSync's mean time comes from the duration histogram's sum and count
+// between two scrapes; other operations' durations do not count.
+func TestExecMeanFromMetricText(t *testing.T) {
+	hist := func(execSum float64, execs int) criScrape {
+		t.Helper()
+		text := fmt.Sprintf(`# TYPE kubelet_runtime_operations_duration_seconds histogram
+kubelet_runtime_operations_duration_seconds_bucket{operation_type="exec_sync",le="+Inf"} %[2]d
+kubelet_runtime_operations_duration_seconds_sum{operation_type="exec_sync"} %[1]g
+kubelet_runtime_operations_duration_seconds_count{operation_type="exec_sync"} %[2]d
+kubelet_runtime_operations_duration_seconds_bucket{operation_type="list_containers",le="+Inf"} 1000
+kubelet_runtime_operations_duration_seconds_sum{operation_type="list_containers"} 99
+kubelet_runtime_operations_duration_seconds_count{operation_type="list_containers"} 1000
+`, execSum, execs)
+		sc, err := parseCRIOps([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	before, after := hist(1.5, 10), hist(31.5, 110)
+	if got := execMeanMs(before, after); math.Abs(got-300) > 1e-9 {
+		t.Errorf("exec mean = %v ms, want 300", got)
+	}
+	if got := execMeanMs(after, after); !math.IsNaN(got) {
+		t.Errorf("no exec between the scrapes: %v, want NaN", got)
 	}
 }
 
