@@ -9,18 +9,28 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the lowest port Free hands out.
 const lowest = 10000
 
+// given holds the ports Free has handed out in this process: a port is
+// handed out once only, since its taker may listen on it long after (a
+// node started later), and a test running beside may not have it too.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // Free returns a TCP port that is free on every address (and so on
 // loopback too), below the kernel's ephemeral range: a port the kernel
 // handed out itself (listening on :0) would be in that range, where any
 // outgoing connection of the tests may take it as its source port before
-// the server that was to listen on it starts. The port is not held, so
-// another process may still take it first; callers that must not race
-// keep a listener instead.
+// the server that was to listen on it starts. No port is handed out
+// twice in one process. The port is not held, so another process may
+// still take it first; callers that must not race keep a listener
+// instead.
 func Free() (int, error) {
 	first := ephemeralStart()
 	if first-lowest < 1000 { // no room below the range: the kernel's choice
@@ -31,8 +41,11 @@ func Free() (int, error) {
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port, nil
 	}
+	given.Lock()
+	defer given.Unlock()
 	for range 1000 {
-		if p := lowest + rand.IntN(first-lowest); IsFree(p) {
+		if p := lowest + rand.IntN(first-lowest); !given.ports[p] && IsFree(p) {
+			given.ports[p] = true
 			return p, nil
 		}
 	}

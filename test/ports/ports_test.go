@@ -41,3 +41,22 @@ func TestFreeBelowEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// A port is handed out once only in a process, though it stays free
+// until its taker listens on it.
+func TestFreeNeverHandsOutAPortTwice(t *testing.T) {
+	if ephemeralStart()-lowest < 1000 {
+		t.Skip("no room below the ephemeral range: the kernel chooses")
+	}
+	seen := map[int]bool{}
+	for range 500 {
+		p, err := Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("Free() handed out %d twice", p)
+		}
+		seen[p] = true
+	}
+}
