@@ -6,6 +6,7 @@ package cri
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -58,4 +59,13 @@ func Dial(ctx context.Context, runtimeEndpoint, imageEndpoint string, timeout ti
 // ContainerID formats a runtime container ID as the Pod API shows it.
 func (c *Client) ContainerID(id string) string {
 	return c.RuntimeName + "://" + id
+}
+
+// RuntimeID is ContainerID's inverse: "containerd://abc" is "abc" to the
+// runtime. An ID without a scheme is returned as it is.
+func RuntimeID(apiID string) string {
+	if _, id, ok := strings.Cut(apiID, "://"); ok {
+		return id
+	}
+	return apiID
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/loglinks"
 	"github.com/skiff-sh/skiff/internal/logs"
 	"github.com/skiff-sh/skiff/internal/podruntime"
@@ -107,11 +107,7 @@ func logContainerID(podName string, s *v1.PodStatus, name string, previous bool)
 	default:
 		return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", name, podName)
 	}
-	// "containerd://<id>": the runtime knows the bare ID.
-	if _, bare, ok := strings.Cut(id, "://"); ok {
-		id = bare
-	}
-	return id, nil
+	return cri.RuntimeID(id), nil
 }
 
 // runLogRotation rotates running containers' logs per the config's

@@ -1,11 +1,12 @@
 package podstatus
 
 import (
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skiff-sh/skiff/internal/cri"
 )
 
 // SetContainerReadiness marks the running container of runtime ID
@@ -46,12 +47,7 @@ func SetContainerReadiness(pod *v1.Pod, s *v1.PodStatus, containerID string, rea
 func findRunning(s *v1.PodStatus, id string) *v1.ContainerStatus {
 	for _, list := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
 		for i := range list {
-			cs := &list[i]
-			_, got, ok := strings.Cut(cs.ContainerID, "://")
-			if !ok {
-				got = cs.ContainerID
-			}
-			if got == id && cs.State.Running != nil {
+			if cs := &list[i]; cri.RuntimeID(cs.ContainerID) == id && cs.State.Running != nil {
 				return cs
 			}
 		}

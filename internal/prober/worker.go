@@ -3,12 +3,12 @@ package prober
 import (
 	"context"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/skiff-sh/skiff/internal/cri"
 	"github.com/skiff-sh/skiff/internal/metrics"
 )
 
@@ -99,7 +99,7 @@ func (w *worker) probe(ctx context.Context) bool {
 	if cs == nil || cs.ContainerID == "" {
 		return true // not created yet
 	}
-	if id := trimScheme(cs.ContainerID); id != w.containerID {
+	if id := cri.RuntimeID(cs.ContainerID); id != w.containerID {
 		if w.containerID != "" {
 			w.results.remove(w.containerID)
 		}
@@ -194,12 +194,4 @@ func (w *worker) restarts(code int32) bool {
 		return code != 0
 	}
 	return true
-}
-
-// trimScheme turns "containerd://abc" into the runtime's ID "abc".
-func trimScheme(id string) string {
-	if _, after, ok := strings.Cut(id, "://"); ok {
-		return after
-	}
-	return id
 }
