@@ -225,13 +225,20 @@ func histogramCount(t *testing.T, k *Kubelet, name string) uint64 {
 // after maxSteps steps.
 func (m *machine) eventually(what string, cond func() bool) {
 	m.t.Helper()
-	for i := 0; i < maxSteps; i++ {
+	m.within((maxSteps-1)*tick, what, cond)
+}
+
+// within steps the fake clock until cond holds, looking at most d of
+// fake time on, and fails the test if it never does.
+func (m *machine) within(d time.Duration, what string, cond func() bool) {
+	m.t.Helper()
+	for elapsed := time.Duration(0); elapsed <= d; elapsed += tick {
 		if m.settle(cond) {
 			return
 		}
 		m.clock.Step(tick)
 	}
-	m.t.Fatalf("%s: not so after %v of fake time", what, maxSteps*tick)
+	m.t.Fatalf("%s: not so after %v of fake time", what, d+tick)
 }
 
 // holds checks that cond stays true while the fake clock moves on by

@@ -49,18 +49,6 @@ func TestReadinessFollowsTheProbe(t *testing.T) {
 	}
 }
 
-// within is eventually with at most d of fake time.
-func (m *machine) within(d time.Duration, what string, cond func() bool) {
-	m.t.Helper()
-	for elapsed := time.Duration(0); elapsed <= d; elapsed += tick {
-		if m.settle(cond) {
-			return
-		}
-		m.clock.Step(tick)
-	}
-	m.t.Fatalf("%s: not so within %v of fake time", what, d)
-}
-
 func podReady(p *v1.Pod) v1.ConditionStatus {
 	if p == nil {
 		return v1.ConditionUnknown
