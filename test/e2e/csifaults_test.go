@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -112,17 +113,27 @@ func (n *csiNode) createPodHeldInStage(t *testing.T, pod *v1.Pod) (release, rest
 }
 
 // staged returns where the driver's state says each volume is staged.
+// The driver rewrites its state file in place, so a read can catch it
+// half-written: that is read again.
 func (n *csiNode) staged(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile(n.stateFile())
-	must(t, err)
 	var st struct {
 		Volumes []struct {
 			VolID  string
 			Staged []string
 		}
 	}
-	must(t, json.Unmarshal(b, &st))
+	for try := 0; ; try++ {
+		b, err := os.ReadFile(n.stateFile())
+		must(t, err)
+		var syntax *json.SyntaxError
+		if err = json.Unmarshal(b, &st); err == nil {
+			break
+		} else if !errors.As(err, &syntax) || try == 100 {
+			t.Fatalf("the driver's state file: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	out := map[string][]string{}
 	for _, v := range st.Volumes {
 		out[v.VolID] = v.Staged
