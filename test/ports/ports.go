@@ -28,7 +28,8 @@ var given = struct {
 // handed out itself (listening on :0) would be in that range, where any
 // outgoing connection of the tests may take it as its source port before
 // the server that was to listen on it starts. No port is handed out
-// twice in one process. The port is not held, so another process may
+// twice in one process, and only ports of the process's share (ShareEnv)
+// are. The port is not held, so another process may
 // still take it first; callers that must not race keep a listener
 // instead.
 func Free() (int, error) {
@@ -41,15 +42,35 @@ func Free() (int, error) {
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port, nil
 	}
+	k, n := share()
 	given.Lock()
 	defer given.Unlock()
 	for range 1000 {
-		if p := lowest + rand.IntN(first-lowest); !given.ports[p] && IsFree(p) {
+		p := lowest + rand.IntN(first-lowest)
+		p -= (p - k) % n // this process's share
+		if p >= lowest && !given.ports[p] && IsFree(p) {
 			given.ports[p] = true
 			return p, nil
 		}
 	}
 	return 0, fmt.Errorf("no free port in %d-%d", lowest, first-1)
+}
+
+// ShareEnv names the share of the ports a process takes, "k/n": the
+// ports p with p % n == k. Test processes that run side by side take
+// shares apart, so that neither hands out a port the other did.
+const ShareEnv = "SKIFF_PORTS_SHARE"
+
+// share is this process's share, k and n; all ports (0, 1) when unset
+// or malformed.
+func share() (k, n int) {
+	ks, ns, ok := strings.Cut(os.Getenv(ShareEnv), "/")
+	k, kerr := strconv.Atoi(ks)
+	n, nerr := strconv.Atoi(ns)
+	if !ok || kerr != nil || nerr != nil || n < 1 || k < 0 || k >= n {
+		return 0, 1
+	}
+	return k, n
 }
 
 // ephemeralStart is the first port of the kernel's ephemeral range

@@ -60,3 +60,22 @@ func TestFreeNeverHandsOutAPortTwice(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// With a share set, every port Free hands out is in it.
+func TestFreeKeepsToItsShare(t *testing.T) {
+	for _, s := range []struct {
+		env  string
+		k, n int
+	}{{"1/2", 1, 2}, {"0/3", 0, 3}} {
+		t.Setenv(ShareEnv, s.env)
+		for range 100 {
+			p, err := Free()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p%s.n != s.k {
+				t.Fatalf("share %s: port %d", s.env, p)
+			}
+		}
+	}
+}
