@@ -67,7 +67,7 @@ lint:
 # cache, no _output) with 2 cores. The whole end-to-end suite runs on
 # containerd 2.x and on 1.6, in turn.
 TEST_CAP_MINUTES := 85
-TEST_BUDGETS := tools=15 lint=4 unit=5 fuzz=4 cluster=2 e2e-containerd2=26 e2e-containerd=26
+TEST_BUDGETS := tools=15 lint=4 unit=5 fuzz=5 cluster=2 e2e-containerd2=22 e2e-containerd=22
 E2E_RUNTIMES := containerd2 containerd
 test:
 	TEST_CAP_MINUTES=$(TEST_CAP_MINUTES) TEST_BUDGETS='$(TEST_BUDGETS)' E2E_RUNTIMES='$(E2E_RUNTIMES)' hack/test.sh
