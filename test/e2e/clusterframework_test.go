@@ -194,10 +194,20 @@ func (cn *clusterNode) waitNodeReady(t *testing.T, want v1.ConditionStatus, time
 	})
 }
 
+// lease returns the node's Lease. Skiff creates it once the node is
+// registered, apart from the node's status: a node just Ready may not
+// have it yet, so a missing one is waited for.
 func (cn *clusterNode) lease(t *testing.T) *coordinationv1.Lease {
 	t.Helper()
-	l, err := cn.admin.CoordinationV1().Leases("kube-node-lease").Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
-	must(t, err)
+	var l *coordinationv1.Lease
+	waitFor(t, 30*time.Second, "the node's lease", func() (bool, error) {
+		var err error
+		l, err = cn.admin.CoordinationV1().Leases("kube-node-lease").Get(cn.ctx(), cn.hostname(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	return l
 }
 
