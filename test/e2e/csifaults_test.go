@@ -123,17 +123,17 @@ func (n *csiNode) staged(t *testing.T) map[string][]string {
 			Staged []string
 		}
 	}
-	for try := 0; ; try++ {
+	waitFor(t, time.Second, "the driver's state file whole", func() (bool, error) {
 		b, err := os.ReadFile(n.stateFile())
-		must(t, err)
-		var syntax *json.SyntaxError
-		if err = json.Unmarshal(b, &st); err == nil {
-			break
-		} else if !errors.As(err, &syntax) || try == 100 {
-			t.Fatalf("the driver's state file: %v", err)
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		var syntax *json.SyntaxError
+		if err = json.Unmarshal(b, &st); errors.As(err, &syntax) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	out := map[string][]string{}
 	for _, v := range st.Volumes {
 		out[v.VolID] = v.Staged
